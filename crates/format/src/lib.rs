@@ -1,0 +1,77 @@
+//! The F2FS on-disk format as Linux 6.1 and f2fs-tools 1.15 write it: pure byte layouts.
+//!
+//! One module per on-disk structure. Every structure is a `zerocopy` little-endian struct
+//! whose size is checked at compile time, plus one validating constructor that checks magic,
+//! checksums, counts and bounds before anything else may use the value. This crate does no
+//! I/O and holds no state; the engine reads blocks and hands them here.
+//!
+//! Errors are of two kinds (the engine adds a third, I/O): [`Incompatible`] for a feature we
+//! do not support, named, and [`CorruptKind`] for bytes that break a rule, with the place.
+
+pub mod checkpoint;
+pub mod crc;
+pub mod dentry;
+pub mod error;
+pub mod hash;
+pub mod inode;
+pub mod nat;
+pub mod node;
+pub mod sit;
+pub mod summary;
+pub mod superblock;
+pub mod xattr;
+
+pub use error::{CorruptKind, FormatError, Incompatible};
+
+/// Every F2FS block is 4 KiB; the kernel refuses any other `log_blocksize`.
+pub const BLOCK_SIZE: usize = 4096;
+/// Blocks per segment; the kernel refuses any other `log_blocks_per_seg`.
+pub const BLOCKS_PER_SEG: u32 = 512;
+/// One 4 KiB block.
+pub type Block = [u8; BLOCK_SIZE];
+
+/// Block address of a hole.
+pub const NULL_ADDR: u32 = 0;
+/// Block address of a block reserved (fallocated) but never written: reads as zeros.
+pub const NEW_ADDR: u32 = 0xFFFF_FFFF;
+/// First slot of a compressed cluster.
+pub const COMPRESS_ADDR: u32 = 0xFFFF_FFFE;
+
+/// Reads bit `n` of an MSB-first bitmap (CP version bitmaps, SIT valid maps).
+pub fn test_bit_msb(map: &[u8], n: usize) -> bool {
+    map.get(n / 8).is_some_and(|b| b & (0x80 >> (n % 8)) != 0)
+}
+
+/// Reads bit `n` of an LSB-first bitmap (dentry bitmaps, nat_bits).
+pub fn test_bit_lsb(map: &[u8], n: usize) -> bool {
+    map.get(n / 8).is_some_and(|b| b & (1 << (n % 8)) != 0)
+}
+
+/// Copies a fixed-size array out of a slice that is known to be long enough, or fails with
+/// the given corruption kind.
+pub(crate) fn slice_at(
+    bytes: &[u8],
+    start: usize,
+    len: usize,
+    err: impl FnOnce() -> CorruptKind,
+) -> Result<&[u8], CorruptKind> {
+    start
+        .checked_add(len)
+        .and_then(|end| bytes.get(start..end))
+        .ok_or_else(err)
+}
+
+/// Little-endian u16 at byte `at`, if the slice is long enough.
+pub fn le16(b: &[u8], at: usize) -> Option<u16> {
+    b.get(at..at.checked_add(2)?)?.try_into().ok().map(u16::from_le_bytes)
+}
+
+/// Little-endian u32 at byte `at`, if the slice is long enough.
+pub fn le32(b: &[u8], at: usize) -> Option<u32> {
+    b.get(at..at.checked_add(4)?)?.try_into().ok().map(u32::from_le_bytes)
+}
+
+/// Little-endian u64 at byte `at`, if the slice is long enough.
+pub fn le64(b: &[u8], at: usize) -> Option<u64> {
+    b.get(at..at.checked_add(8)?)?.try_into().ok().map(u64::from_le_bytes)
+}

@@ -1,0 +1,42 @@
+/* setcompr: F2FS compression controls for the kernel-f2fs guest (busybox has no chattr).
+ *   setcompr PATH [ALGORITHM LOG_CLUSTER_SIZE]
+ *       Mark an empty file (or a directory, whose new files inherit it) for transparent
+ *       compression, as `chattr +c` would: FS_COMPR_FL through FS_IOC_GETFLAGS/SETFLAGS.
+ *       With ALGORITHM (0 lzo, 1 lz4, 2 zstd, 3 lzo-rle) and LOG_CLUSTER_SIZE (2..) it then
+ *       sets the file's own option with F2FS_IOC_SET_COMPRESS_OPTION (regular, still empty file).
+ *   setcompr --blocks PATH
+ *       Print the file's compressed-block count (F2FS_IOC_GET_COMPRESS_BLOCKS: blocks saved).
+ * Build static: gcc -O2 -static -o setcompr setcompr.c */
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
+#include <linux/fs.h>
+#include <linux/f2fs.h>
+
+int main(int argc, char **argv) {
+  if (argc == 3 && !strcmp(argv[1], "--blocks")) {
+    int fd = open(argv[2], O_RDONLY);
+    unsigned long long n = 0;
+    if (fd < 0 || ioctl(fd, F2FS_IOC_GET_COMPRESS_BLOCKS, &n)) { perror("setcompr: F2FS_IOC_GET_COMPRESS_BLOCKS"); return 1; }
+    printf("%llu\n", n);
+    return 0;
+  }
+  if (argc != 2 && argc != 4) { fprintf(stderr, "usage: setcompr PATH [ALGORITHM LOG_CLUSTER_SIZE] | --blocks PATH\n"); return 2; }
+  int fd = open(argv[1], O_RDONLY);
+  if (fd < 0) { perror("setcompr: open"); return 1; }
+  int flags = 0;
+  if (ioctl(fd, FS_IOC_GETFLAGS, &flags)) { perror("setcompr: FS_IOC_GETFLAGS"); return 1; }
+  flags |= FS_COMPR_FL;
+  if (ioctl(fd, FS_IOC_SETFLAGS, &flags)) { perror("setcompr: FS_IOC_SETFLAGS"); return 1; }
+  if (argc == 4) {
+    struct f2fs_comp_option o = { (__u8)atoi(argv[2]), (__u8)atoi(argv[3]) };
+    if (ioctl(fd, F2FS_IOC_SET_COMPRESS_OPTION, &o)) { perror("setcompr: F2FS_IOC_SET_COMPRESS_OPTION"); return 1; }
+  }
+  flags = 0;
+  if (ioctl(fd, FS_IOC_GETFLAGS, &flags) || !(flags & FS_COMPR_FL)) { fprintf(stderr, "setcompr: %s: flag did not stick\n", argv[1]); return 1; }
+  close(fd);
+  return 0;
+}
