@@ -231,45 +231,71 @@ chmod 4755 perms/f4755 && chown 1000:1000 perms/f4755 && chmod 4755 perms/f4755 
 if [ "$VARIANT" = compress ]; then
   step "compressed files"
   mkdir compr
-  C=$OUT/compressed.txt; : > $C
-  # cfile PATH ALG LOG SIZE: empty file, compression on, then data
+  # cfile PATH ALG LOG SIZE: empty file, compression on (ALG "mount": the mount's defaults,
+  # lz4 with 4-block clusters), then SIZE bytes of data
   cfile() {
     : > "$1"
-    if [ "$2" = default ]; then $P/setcompr "$1" || fail "setcompr $1"; else $P/setcompr "$1" "$2" "$3" || fail "setcompr $1 $2 $3"; fi
+    if [ "$2" = mount ]; then $P/setcompr "$1" || fail "setcompr $1"; else $P/setcompr "$1" "$2" "$3" || fail "setcompr $1 $2 $3"; fi
     gen "$1" "$4" > "$1"
   }
-  cfile compr/lz4_default default 2 1048576                       # mount default: lz4, 4-block clusters
+  cfile compr/lz4_default mount 2 1048576
   cfile compr/lz4_c16 1 4 1048576
   cfile compr/zstd_c8 2 3 1000000                                 # last cluster partial
   cfile compr/lzo_c4 0 2 409600
   cfile compr/lzorle_c4 3 2 409600
   cfile compr/small 1 2 100                                       # not inline: compressed files never are
   # incompressible clusters (stored raw) between compressible ones
-  : > compr/mixed; $P/setcompr compr/mixed 1 2
-  gen mixed 65536 > compr/mixed
+  cfile compr/mixed 1 2 65536
   head -c 32768 /dev/urandom | dd of=compr/mixed bs=4096 seek=16 conv=notrunc 2>/dev/null
   gen mixedtail 65536 | dd of=compr/mixed bs=4096 seek=24 conv=notrunc 2>/dev/null
-  # holes inside a compressed file, and a rewrite of one cluster after it was written back
-  : > compr/sparse; $P/setcompr compr/sparse 1 2
+  # holes inside a compressed file (partial clusters, whole-cluster holes, a hole at the end)
+  cfile compr/sparse 1 2 0
   dd if=/tmp/blk of=compr/sparse bs=4096 seek=0 count=1 conv=notrunc 2>/dev/null
   dd if=/tmp/blk of=compr/sparse bs=4096 seek=2 count=1 conv=notrunc 2>/dev/null
   gen sparsemid 65536 | dd of=compr/sparse bs=4096 seek=100 conv=notrunc 2>/dev/null
   truncate -s 2000000 compr/sparse
-  : > compr/rewritten2; $P/setcompr compr/rewritten2 1 2
-  gen rewrite 262144 > compr/rewritten2; sync
-  printf 'overwritten in the middle of a cluster' | dd of=compr/rewritten2 bs=1 seek=20000 conv=notrunc 2>/dev/null
+  # a cluster rewritten after the file was written back
+  cfile compr/rewritten 1 2 262144
+  sync
+  printf 'overwritten in the middle of a cluster' | dd of=compr/rewritten bs=1 seek=20000 conv=notrunc 2>/dev/null
   # a directory with the flag: new files inherit it
   mkdir compr/dir; $P/setcompr compr/dir
   gen inherit 300000 > compr/dir/inherited
   cp compr/lz4_default compr/dir/copied
-  # plain (uncompressed) files beside them, same bytes
+  # plain (uncompressed) files beside them; plain_same_bytes has the bytes of lz4_default
   gen compr/lz4_default 1048576 > compr/plain_same_bytes
   gen plain 200000 > compr/plain
   sync
-  for f in compr/lz4_default compr/lz4_c16 compr/zstd_c8 compr/lzo_c4 compr/lzorle_c4 compr/small compr/mixed compr/sparse compr/rewritten2 compr/dir/inherited compr/dir/copied; do
-    printf '%s\tcompr_blocks=%s\n' "$f" "$($P/setcompr --blocks $f)" >> $C
-  done
+  # One line per compressed file. hash= is treesum's hash of the bytes as read, taken on a
+  # tmpfs copy: Linux 6.1's SEEK_DATA skips the leading COMPRESS_ADDR block of a compressed
+  # cluster, so treesum on /mnt (view.txt) leaves such blocks out of a compressed file's hash.
+  C=$OUT/compressed.txt; : > $C
+  while read f alg log; do
+    [ -n "$($P/setcompr --blocks "$f" 2>/dev/null)" ] || fail "$f is not a compressed file"
+    cp "$f" /tmp/copy
+    h=$($P/treesum -f hash /tmp/copy | cut -f2)
+    sum=$(sha256sum < "$f" | cut -d' ' -f1)
+    [ "$sum" = "$(sha256sum < /tmp/copy | cut -d' ' -f1)" ] || fail "$f: copy differs"
+    printf '%s\talgorithm=%s\tlog_cluster_size=%s\tcompr_blocks=%s\t%s\tsha256=%s\n' "$f" $alg $log "$($P/setcompr --blocks "$f")" "$h" "$sum" >> $C
+    rm /tmp/copy
+  done <<EOF_LIST
+compr/lz4_default lz4 2
+compr/lz4_c16 lz4 4
+compr/zstd_c8 zstd 3
+compr/lzo_c4 lzo 2
+compr/lzorle_c4 lzo-rle 2
+compr/small lz4 2
+compr/mixed lz4 2
+compr/sparse lz4 2
+compr/rewritten lz4 2
+compr/dir/inherited lz4 2
+compr/dir/copied lz4 2
+EOF_LIST
   cat $C
+  # self-check: the true hash of copied equals the plain file's hash through the kernel
+  hp=$($P/treesum -f hash compr/plain_same_bytes | cut -f2)
+  grep -q "^compr/dir/copied	.*	$hp	" $C || fail "hash of compr/dir/copied ($hp expected) differs from the plain copy"
+  if $P/setcompr --blocks compr/plain >/dev/null 2>&1; then fail "compr/plain is compressed"; fi
 fi
 
 step "mtimes"
@@ -282,6 +308,15 @@ touch -d '@1234567890' hl1/a
 
 step "sync and record"
 sync
+# self-check of treesum's hole-skipping hash on this kernel: a plain file's hash through F2FS
+# must equal the hash of a tmpfs copy (files/sparse, 12 GiB, is left out)
+for f in files/* hl1/a xattr/big_with_data; do
+  if [ -f "$f" ] && [ ! -L "$f" ] && [ "$f" != files/sparse ]; then
+    cp "$f" /tmp/copy
+    [ "$($P/treesum -f hash "$f" | cut -f2)" = "$($P/treesum -f hash /tmp/copy | cut -f2)" ] || fail "$f: hash through F2FS differs from its copy"
+    rm /tmp/copy
+  fi
+done
 $P/treesum /mnt | sort > $OUT/view.txt || fail "treesum"
 cd /mnt && find . -exec stat -c '%i	%h	%b	%n' {} + | sort -t '	' -k4 > $OUT/stat.txt
 cd /mnt

@@ -25,7 +25,7 @@ int main(int argc, char **argv) {
     return 0;
   }
   if (argc != 2 && argc != 4) { fprintf(stderr, "usage: setcompr PATH [ALGORITHM LOG_CLUSTER_SIZE] | --blocks PATH\n"); return 2; }
-  int fd = open(argv[1], O_RDONLY);
+  int fd = open(argv[1], argc == 4 ? O_RDWR : O_RDONLY);  /* the option ioctl wants a writable fd */
   if (fd < 0) { perror("setcompr: open"); return 1; }
   int flags = 0;
   if (ioctl(fd, FS_IOC_GETFLAGS, &flags)) { perror("setcompr: FS_IOC_GETFLAGS"); return 1; }

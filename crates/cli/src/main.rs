@@ -1,1 +1,134 @@
-fn main(){}
+//! The `uf2fs` command: parses arguments, calls the engine, prints. Exit status 0 on success,
+//! 1 on an error (one line on stderr), 2 on bad usage.
+
+mod extract;
+mod show;
+
+use clap::{Parser, Subcommand};
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(
+    name = "uf2fs",
+    version,
+    about = "F2FS images without the kernel: inspect, list, read and extract"
+)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Geometry, features, checkpoint and usage of an image.
+    Info {
+        image: PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
+    /// List a directory (or one entry) inside the image.
+    Ls {
+        /// Long listing: mode, links, owner, size, mtime, name, link target.
+        #[arg(short = 'l')]
+        long: bool,
+        /// Recursive: every entry below PATH, one path per line.
+        #[arg(short = 'R')]
+        recursive: bool,
+        image: PathBuf,
+        #[arg(default_value = "/")]
+        path: String,
+    },
+    /// Write a file's bytes to standard output (symbolic links are followed).
+    Cat { image: PathBuf, path: String },
+    /// Every inode field of an entry, and its xattrs.
+    Stat {
+        image: PathBuf,
+        path: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Copy a tree (or one file) out of the image, keeping modes, owners, times, links,
+    /// xattrs and holes.
+    Extract {
+        image: PathBuf,
+        dest: PathBuf,
+        #[arg(default_value = "/")]
+        path: String,
+        /// Replace files that already exist at the destination.
+        #[arg(long)]
+        force: bool,
+    },
+}
+
+fn main() -> ExitCode {
+    // A panic is a bug; still, the user gets one line, not a trace.
+    std::panic::set_hook(Box::new(|p| {
+        eprintln!("uf2fs: internal error (please report): {p}");
+    }));
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("UF2FS_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .without_time()
+        .init();
+    let cli = Cli::parse();
+    let result = match cli.cmd {
+        Cmd::Info { image, json } => show::info(&image, json),
+        Cmd::Ls {
+            long,
+            recursive,
+            image,
+            path,
+        } => show::ls(&image, &path, long, recursive),
+        Cmd::Cat { image, path } => show::cat(&image, &path),
+        Cmd::Stat { image, path, json } => show::stat(&image, &path, json),
+        Cmd::Extract {
+            image,
+            dest,
+            path,
+            force,
+        } => extract::run(&image, &dest, &path, force),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(Failure::Quiet) => ExitCode::from(1),
+        Err(Failure::Msg(m)) => {
+            let _ = writeln!(std::io::stderr(), "uf2fs: {m}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// How a command failed: a message to print, or already reported (per-entry errors).
+pub enum Failure {
+    Msg(String),
+    Quiet,
+}
+
+impl<E: std::fmt::Display> From<E> for Failure {
+    fn from(e: E) -> Self {
+        Failure::Msg(e.to_string())
+    }
+}
+
+pub type CliResult = Result<(), Failure>;
+
+/// Opens an image, with the path in the error.
+pub fn open(image: &std::path::Path) -> Result<uf2fs_engine::Fs, Failure> {
+    let fs = uf2fs_engine::Fs::open(image)
+        .map_err(|e| Failure::Msg(format!("{}: {e}", image.display())))?;
+    for n in fs.mount_notes() {
+        tracing::warn!("{}: {n}", image.display());
+    }
+    Ok(fs)
+}
+
+/// Resolves PATH inside the image, with the path in the error.
+pub fn resolve(fs: &uf2fs_engine::Fs, path: &str, follow: bool) -> Result<u32, Failure> {
+    fs.resolve(path.as_bytes(), follow)
+        .map_err(|e| Failure::Msg(format!("{path}: {e}")))
+}

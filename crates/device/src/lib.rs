@@ -30,8 +30,13 @@ pub enum IoCause {
 }
 
 impl IoCause {
-    pub const ALL: [IoCause; 5] =
-        [IoCause::UserData, IoCause::Node, IoCause::Meta, IoCause::Gc, IoCause::Checkpoint];
+    pub const ALL: [IoCause; 5] = [
+        IoCause::UserData,
+        IoCause::Node,
+        IoCause::Meta,
+        IoCause::Gc,
+        IoCause::Checkpoint,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -137,9 +142,16 @@ impl FileDevice {
         let mut file = OpenOptions::new().read(true).write(writable).open(path)?;
         let meta = file.metadata()?;
         if meta.is_dir() {
-            return Err(io::Error::new(io::ErrorKind::InvalidInput, "is a directory"));
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "is a directory",
+            ));
         }
-        let len = if meta.is_file() { meta.len() } else { file.seek(SeekFrom::End(0))? };
+        let len = if meta.is_file() {
+            meta.len()
+        } else {
+            file.seek(SeekFrom::End(0))?
+        };
         Ok(FileDevice {
             file,
             blocks: len / BLOCK_SIZE as u64,
@@ -150,7 +162,10 @@ impl FileDevice {
 
     fn check_run(&self, blkaddr: u64, len: usize) -> io::Result<u64> {
         if !len.is_multiple_of(BLOCK_SIZE) {
-            return Err(io::Error::new(io::ErrorKind::InvalidInput, "buffer is not whole blocks"));
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "buffer is not whole blocks",
+            ));
         }
         let n = (len / BLOCK_SIZE) as u64;
         let end = blkaddr.checked_add(n);
@@ -182,7 +197,10 @@ impl BlockDevice for FileDevice {
 
     fn write_blocks(&self, blkaddr: u64, buf: &[u8], cause: IoCause) -> io::Result<()> {
         if self.read_only {
-            return Err(io::Error::new(io::ErrorKind::PermissionDenied, "device opened read-only"));
+            return Err(io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                "device opened read-only",
+            ));
         }
         let n = self.check_run(blkaddr, buf.len())?;
         self.file.write_all_at(buf, blkaddr * BLOCK_SIZE as u64)?;

@@ -1,0 +1,26 @@
+//! The uf2fs engine: an F2FS volume on a [`BlockDevice`](uf2fs_device::BlockDevice), used
+//! through [`Fs`].
+//!
+//! Mounting picks a valid superblock copy and the newer valid checkpoint pack, reads the
+//! current-segment summaries for the NAT and SIT journals, and from then on answers lookups
+//! through the NAT (journal first, then the current copy of each NAT block). Node blocks are
+//! read on demand and their footers checked against what the walk expects; inodes are checked
+//! by the format layer before use. The SIT is read only when asked for (`info`), so that a
+//! damaged SIT does not keep files from being read.
+
+mod dir;
+mod error;
+mod file;
+mod fs;
+mod mount;
+mod nat;
+mod node;
+mod sit;
+mod xattr;
+
+pub use error::{Error, Result};
+pub use fs::{type_name, Attr, DirEntry, Extent, Fs, StatFs, WalkItem};
+pub use mount::{MountInfo, VolumeInfo};
+pub use sit::SegmentUsage;
+pub use uf2fs_format::inode::{FileType, Inode, Time};
+pub use uf2fs_format::{CorruptKind, Incompatible};

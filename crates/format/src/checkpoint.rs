@@ -50,7 +50,11 @@ pub mod flags {
     ];
 
     pub fn names(bits: u32) -> Vec<&'static str> {
-        NAMES.iter().filter(|(b, _)| bits & b != 0).map(|(_, n)| *n).collect()
+        NAMES
+            .iter()
+            .filter(|(b, _)| bits & b != 0)
+            .map(|(_, n)| *n)
+            .collect()
     }
 }
 
@@ -62,8 +66,14 @@ pub const CURSEG_HOT_NODE: usize = 3;
 pub const CURSEG_WARM_NODE: usize = 4;
 pub const CURSEG_COLD_NODE: usize = 5;
 /// Names of the six logs, in curseg type order.
-pub const CURSEG_NAMES: [&str; 6] =
-    ["hot data", "warm data", "cold data", "hot node", "warm node", "cold node"];
+pub const CURSEG_NAMES: [&str; 6] = [
+    "hot data",
+    "warm data",
+    "cold data",
+    "hot node",
+    "warm node",
+    "cold node",
+];
 
 /// Orphan inode numbers per orphan block.
 pub const ORPHANS_PER_BLOCK: usize = 1020;
@@ -113,7 +123,11 @@ impl CpBlock {
     pub fn parse(block: &[u8; BLOCK_SIZE], blkaddr: u64) -> Result<CpBlock, CorruptKind> {
         let head = RawCheckpoint::read_from_prefix(block)
             .map(|(h, _)| h)
-            .map_err(|_| CorruptKind::CheckpointField { blkaddr, field: "length", value: 0 })?;
+            .map_err(|_| CorruptKind::CheckpointField {
+                blkaddr,
+                field: "length",
+                value: 0,
+            })?;
         let off = head.checksum_offset.get();
         if !(CP_HEAD_SIZE as u32..=CP_CHECKSUM_OFFSET).contains(&off) {
             return Err(CorruptKind::CheckpointField {
@@ -123,7 +137,9 @@ impl CpBlock {
             });
         }
         let off = off as usize;
-        let stored = slice_at(block, off, 4, || CorruptKind::CheckpointChecksum { blkaddr })?;
+        let stored = slice_at(block, off, 4, || CorruptKind::CheckpointChecksum {
+            blkaddr,
+        })?;
         let stored = u32::from_le_bytes(stored.try_into().unwrap_or([0; 4]));
         let mut crc = f2fs_crc32(F2FS_SUPER_MAGIC, block.get(..off).unwrap_or(&[]));
         if off < CP_CHECKSUM_OFFSET as usize {
@@ -132,7 +148,10 @@ impl CpBlock {
         if crc != stored {
             return Err(CorruptKind::CheckpointChecksum { blkaddr });
         }
-        Ok(CpBlock { head, block: Box::new(*block) })
+        Ok(CpBlock {
+            head,
+            block: Box::new(*block),
+        })
     }
 
     pub fn version(&self) -> u64 {
@@ -244,10 +263,25 @@ impl Checkpoint {
             })?;
             (sit.to_vec(), nat.to_vec())
         };
-        let mut cursegs = [CursegInfo { segno: 0, blkoff: 0, alloc_type: 0 }; 6];
-        let segnos = h.cur_data_segno.iter().take(3).chain(h.cur_node_segno.iter().take(3));
-        let blkoffs = h.cur_data_blkoff.iter().take(3).chain(h.cur_node_blkoff.iter().take(3));
-        let logs = cursegs.iter_mut().zip(segnos.zip(blkoffs)).zip(CURSEG_FIELD.iter().zip(h.alloc_type));
+        let mut cursegs = [CursegInfo {
+            segno: 0,
+            blkoff: 0,
+            alloc_type: 0,
+        }; 6];
+        let segnos = h
+            .cur_data_segno
+            .iter()
+            .take(3)
+            .chain(h.cur_node_segno.iter().take(3));
+        let blkoffs = h
+            .cur_data_blkoff
+            .iter()
+            .take(3)
+            .chain(h.cur_node_blkoff.iter().take(3));
+        let logs = cursegs
+            .iter_mut()
+            .zip(segnos.zip(blkoffs))
+            .zip(CURSEG_FIELD.iter().zip(h.alloc_type));
         for ((c, (segno, blkoff)), (field, alloc_type)) in logs {
             let (segno, blkoff) = (segno.get(), blkoff.get());
             if segno >= layout.main_segments {
@@ -259,7 +293,11 @@ impl Checkpoint {
             if alloc_type > 1 {
                 return Err(bad("alloc_type", alloc_type.into()).into());
             }
-            *c = CursegInfo { segno, blkoff, alloc_type };
+            *c = CursegInfo {
+                segno,
+                blkoff,
+                alloc_type,
+            };
         }
         let main_segs = u64::from(layout.main_segments);
         if u64::from(h.free_segment_count.get()) > main_segs {
@@ -308,7 +346,10 @@ impl Checkpoint {
         if !self.has_flag(flags::ORPHAN_PRESENT) {
             return 0;
         }
-        self.head.cp_pack_start_sum.get().saturating_sub(1 + cp_payload)
+        self.head
+            .cp_pack_start_sum
+            .get()
+            .saturating_sub(1 + cp_payload)
     }
 
     /// The `cp_ver` value a node written under this checkpoint carries in its footer.
@@ -345,11 +386,16 @@ const _: () = assert!(core::mem::size_of::<RawOrphanBlock>() == BLOCK_SIZE);
 
 /// The inode numbers listed in an orphan block, bounded by its entry count.
 pub fn orphan_inos(block: &[u8; BLOCK_SIZE], blkaddr: u64) -> Result<Vec<u32>, CorruptKind> {
-    let raw = RawOrphanBlock::ref_from_bytes(block)
-        .map_err(|_| CorruptKind::Block { blkaddr, why: "orphan block length" })?;
+    let raw = RawOrphanBlock::ref_from_bytes(block).map_err(|_| CorruptKind::Block {
+        blkaddr,
+        why: "orphan block length",
+    })?;
     let n = raw.entry_count.get() as usize;
     if n > ORPHANS_PER_BLOCK {
-        return Err(CorruptKind::Block { blkaddr, why: "orphan entry_count over 1020" });
+        return Err(CorruptKind::Block {
+            blkaddr,
+            why: "orphan entry_count over 1020",
+        });
     }
     Ok(raw.ino.iter().take(n).map(|v| v.get()).collect())
 }
@@ -385,7 +431,10 @@ mod tests {
         b[164..168].copy_from_slice(&5000u32.to_le_bytes());
         assert!(matches!(
             CpBlock::parse(&b, 512),
-            Err(CorruptKind::CheckpointField { field: "checksum_offset", .. })
+            Err(CorruptKind::CheckpointField {
+                field: "checksum_offset",
+                ..
+            })
         ));
     }
 

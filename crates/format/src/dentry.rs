@@ -4,8 +4,8 @@
 //! entry sits in the first.
 
 use crate::inode::{FileType, MAX_NAME_LEN};
-use crate::{le16, le32, test_bit_lsb};
 use crate::BLOCK_SIZE;
+use crate::{le16, le32, test_bit_lsb};
 
 pub const NR_DENTRY_IN_BLOCK: usize = 214;
 pub const DENTRY_BITMAP_SIZE: usize = 27;
@@ -95,7 +95,10 @@ impl<'a> DentryArea<'a> {
     /// The entries in slot order. An entry with name length 0 is skipped, as the kernel does;
     /// a name that runs past the last slot or over 255 bytes is an error.
     pub fn iter(&self) -> DentryIter<'a> {
-        DentryIter { area: *self, slot: 0 }
+        DentryIter {
+            area: *self,
+            slot: 0,
+        }
     }
 }
 
@@ -117,7 +120,10 @@ impl<'a> Iterator for DentryIter<'a> {
             }
             let Some((hash, ino, name_len, code)) = a.raw_entry(slot) else {
                 self.slot = a.slots;
-                return Some(Err(DentryError { slot, why: "entry outside the area" }));
+                return Some(Err(DentryError {
+                    slot,
+                    why: "entry outside the area",
+                }));
             };
             let len = usize::from(name_len);
             if len == 0 {
@@ -127,12 +133,18 @@ impl<'a> Iterator for DentryIter<'a> {
             let nslots = slots_for(len);
             if len > MAX_NAME_LEN || slot + nslots > a.slots {
                 self.slot = a.slots;
-                return Some(Err(DentryError { slot, why: "name runs past the last slot" }));
+                return Some(Err(DentryError {
+                    slot,
+                    why: "name runs past the last slot",
+                }));
             }
             let start = slot * SLOT_LEN;
             let Some(name) = a.names.get(start..start + len) else {
                 self.slot = a.slots;
-                return Some(Err(DentryError { slot, why: "name outside the area" }));
+                return Some(Err(DentryError {
+                    slot,
+                    why: "name outside the area",
+                }));
             };
             self.slot += nslots;
             return Some(Ok(DirEntry {
@@ -168,7 +180,9 @@ pub fn blocks_per_bucket(level: u32) -> u64 {
 
 /// First block (index in the directory's data) of `bucket` at `level`.
 pub fn bucket_block(level: u32, dir_level: u8, bucket: u64) -> u64 {
-    let before: u64 = (0..level).map(|l| buckets_at(l, dir_level) * blocks_per_bucket(l)).sum();
+    let before: u64 = (0..level)
+        .map(|l| buckets_at(l, dir_level) * blocks_per_bucket(l))
+        .sum();
     before + bucket * blocks_per_bucket(level)
 }
 
@@ -218,7 +232,13 @@ mod tests {
     fn name_past_last_slot_is_an_error_not_a_panic() {
         let b = block_with(213, b"abcdefghij", 10);
         let all: Vec<_> = DentryArea::block(&b).iter().collect();
-        assert_eq!(all, vec![Err(DentryError { slot: 213, why: "name runs past the last slot" })]);
+        assert_eq!(
+            all,
+            vec![Err(DentryError {
+                slot: 213,
+                why: "name runs past the last slot"
+            })]
+        );
     }
 
     #[test]

@@ -28,17 +28,37 @@ pub enum CorruptKind {
     #[error("superblock {copy}: bad checksum")]
     SuperblockChecksum { copy: u8 },
     #[error("superblock {copy}: field {field} has impossible value {value}")]
-    SuperblockField { copy: u8, field: &'static str, value: u64 },
+    SuperblockField {
+        copy: u8,
+        field: &'static str,
+        value: u64,
+    },
     #[error("no valid superblock (copy 0: {first}; copy 1: {second})")]
-    NoSuperblock { first: Box<CorruptKind>, second: Box<CorruptKind> },
+    NoSuperblock {
+        first: Box<CorruptKind>,
+        second: Box<CorruptKind>,
+    },
     #[error("checkpoint block at {blkaddr}: bad checksum")]
     CheckpointChecksum { blkaddr: u64 },
     #[error("checkpoint block at {blkaddr}: field {field} has impossible value {value}")]
-    CheckpointField { blkaddr: u64, field: &'static str, value: u64 },
-    #[error("checkpoint pack at {blkaddr}: trailing copy has version {trailing:#x}, header {header:#x}")]
-    CheckpointVersionMismatch { blkaddr: u64, header: u64, trailing: u64 },
+    CheckpointField {
+        blkaddr: u64,
+        field: &'static str,
+        value: u64,
+    },
+    #[error(
+        "checkpoint pack at {blkaddr}: trailing copy has version {trailing:#x}, header {header:#x}"
+    )]
+    CheckpointVersionMismatch {
+        blkaddr: u64,
+        header: u64,
+        trailing: u64,
+    },
     #[error("no valid checkpoint pack (pack 1: {first}; pack 2: {second})")]
-    NoCheckpoint { first: Box<CorruptKind>, second: Box<CorruptKind> },
+    NoCheckpoint {
+        first: Box<CorruptKind>,
+        second: Box<CorruptKind>,
+    },
     #[error("NAT entry of nid {nid}: block address {blkaddr} is outside the main area")]
     NatAddress { nid: u32, blkaddr: u32 },
     #[error("nid {nid} is out of range (max {max})")]
@@ -50,17 +70,35 @@ pub enum CorruptKind {
     #[error("SIT entry of segment {segno}: {why}")]
     SitEntry { segno: u32, why: &'static str },
     #[error("summary of current segment {which}: {why}")]
-    Summary { which: &'static str, why: &'static str },
+    Summary {
+        which: &'static str,
+        why: &'static str,
+    },
     #[error("node block {blkaddr} (nid {nid}): footer says {what} {found}, expected {expected}")]
-    NodeFooter { nid: u32, blkaddr: u32, what: &'static str, found: u32, expected: u32 },
+    NodeFooter {
+        nid: u32,
+        blkaddr: u32,
+        what: &'static str,
+        found: u32,
+        expected: u32,
+    },
     #[error("inode {ino}: field {field} has impossible value {value}")]
-    InodeField { ino: u32, field: &'static str, value: u64 },
+    InodeField {
+        ino: u32,
+        field: &'static str,
+        value: u64,
+    },
     #[error("inode {ino}: bad inode checksum")]
     InodeChecksum { ino: u32 },
     #[error("inode {ino}: block address {blkaddr} at file block {fblk} is outside the main area")]
     DataAddress { ino: u32, fblk: u64, blkaddr: u32 },
     #[error("directory {ino}, block {block}: {why} at slot {slot}")]
-    Dentry { ino: u32, block: u64, slot: usize, why: &'static str },
+    Dentry {
+        ino: u32,
+        block: u64,
+        slot: usize,
+        why: &'static str,
+    },
     #[error("directory {ino} contains itself or an ancestor (through entry ino {child})")]
     DirectoryCycle { ino: u32, child: u32 },
     #[error("inode {ino}: xattrs: {why}")]

@@ -10,14 +10,10 @@ fn tea_transform(buf: &mut [u32; 4], key: &[u32; 4]) {
     for _ in 0..16 {
         sum = sum.wrapping_add(DELTA);
         b0 = b0.wrapping_add(
-            (b1 << 4).wrapping_add(key[0])
-                ^ b1.wrapping_add(sum)
-                ^ (b1 >> 5).wrapping_add(key[1]),
+            (b1 << 4).wrapping_add(key[0]) ^ b1.wrapping_add(sum) ^ (b1 >> 5).wrapping_add(key[1]),
         );
         b1 = b1.wrapping_add(
-            (b0 << 4).wrapping_add(key[2])
-                ^ b0.wrapping_add(sum)
-                ^ (b0 >> 5).wrapping_add(key[3]),
+            (b0 << 4).wrapping_add(key[2]) ^ b0.wrapping_add(sum) ^ (b0 >> 5).wrapping_add(key[3]),
         );
     }
     buf[0] = buf[0].wrapping_add(b0);

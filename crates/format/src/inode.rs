@@ -4,9 +4,7 @@
 //! extra size, inline xattr size, sizes, depth) and the inode checksum.
 
 use crate::crc::f2fs_crc32;
-use crate::node::{
-    max_file_blocks, Footer, DEF_ADDRS_PER_INODE, FOOTER_OFFSET, NIDS_PER_INODE,
-};
+use crate::node::{max_file_blocks, Footer, DEF_ADDRS_PER_INODE, FOOTER_OFFSET, NIDS_PER_INODE};
 use crate::superblock::{feature, Superblock};
 use crate::{le16, le32, le64, CorruptKind, FormatError, Incompatible, BLOCK_SIZE};
 use zerocopy::little_endian::{U16, U32, U64};
@@ -230,7 +228,11 @@ pub fn compute_checksum(seed: u32, block: &[u8; BLOCK_SIZE]) -> u32 {
 
 impl Inode {
     /// Checks the inode in node block `block`, which the NAT says is `ino`.
-    pub fn parse(block: &[u8; BLOCK_SIZE], ino: u32, sb: &Superblock) -> Result<Inode, FormatError> {
+    pub fn parse(
+        block: &[u8; BLOCK_SIZE],
+        ino: u32,
+        sb: &Superblock,
+    ) -> Result<Inode, FormatError> {
         let bad = |field: &'static str, value: u64| CorruptKind::InodeField { ino, field, value };
         let raw = RawInode::ref_from_bytes(block.get(..FOOTER_OFFSET).unwrap_or(&[]))
             .map_err(|_| bad("length", 0))?;
@@ -265,7 +267,8 @@ impl Inode {
         } else {
             0
         };
-        if usize::from(extra_isize / 4) + usize::from(inline_xattr_words) + 1 > DEF_ADDRS_PER_INODE {
+        if usize::from(extra_isize / 4) + usize::from(inline_xattr_words) + 1 > DEF_ADDRS_PER_INODE
+        {
             return Err(bad("i_inline_xattr_size", inline_xattr_words.into()).into());
         }
         let time = |s: &U64, ns: &U32, field| -> Result<Time, CorruptKind> {
@@ -273,7 +276,10 @@ impl Inode {
             if nsec >= 1_000_000_000 {
                 return Err(bad(field, nsec.into()));
             }
-            Ok(Time { sec: s.get() as i64, nsec })
+            Ok(Time {
+                sec: s.get() as i64,
+                nsec,
+            })
         };
         let atime = time(&raw.i_atime, &raw.i_atime_nsec, "i_atime_nsec")?;
         let ctime = time(&raw.i_ctime, &raw.i_ctime_nsec, "i_ctime_nsec")?;
@@ -284,12 +290,17 @@ impl Inode {
             if nsec >= 1_000_000_000 {
                 return Err(bad("i_crtime_nsec", nsec.into()).into());
             }
-            Some(Time { sec: sec as i64, nsec })
+            Some(Time {
+                sec: sec as i64,
+                nsec,
+            })
         } else {
             None
         };
-        let projid = (sb.has(feature::PRJQUOTA) && fits(8)).then(|| u32_at(block, I_ADDR_OFFSET + 4));
-        let checksum = (sb.has(feature::INODE_CHKSUM) && fits(12)).then(|| u32_at(block, I_ADDR_OFFSET + 8));
+        let projid =
+            (sb.has(feature::PRJQUOTA) && fits(8)).then(|| u32_at(block, I_ADDR_OFFSET + 4));
+        let checksum =
+            (sb.has(feature::INODE_CHKSUM) && fits(12)).then(|| u32_at(block, I_ADDR_OFFSET + 8));
         if let Some(stored) = checksum {
             if compute_checksum(checksum_seed(&sb.uuid()), block) != stored {
                 return Err(CorruptKind::InodeChecksum { ino }.into());
@@ -333,7 +344,11 @@ impl Inode {
     }
 
     fn check_sizes(&self) -> Result<(), FormatError> {
-        let bad = |field: &'static str, value: u64| CorruptKind::InodeField { ino: self.ino, field, value };
+        let bad = |field: &'static str, value: u64| CorruptKind::InodeField {
+            ino: self.ino,
+            field,
+            value,
+        };
         let max = max_file_blocks(self.addr_slots() as u64).saturating_mul(BLOCK_SIZE as u64);
         if self.size > max {
             return Err(bad("i_size", self.size).into());
@@ -353,7 +368,11 @@ impl Inode {
             }
         }
         if self.file_type != FileType::Directory && self.has_inline_dentry() {
-            return Err(bad("i_inline (inline dentry on a non-directory)", self.inline.into()).into());
+            return Err(bad(
+                "i_inline (inline dentry on a non-directory)",
+                self.inline.into(),
+            )
+            .into());
         }
         Ok(())
     }
@@ -434,7 +453,9 @@ impl Inode {
             return &[];
         }
         let words = usize::from(self.inline_xattr_words);
-        self.block.get(I_NID_OFFSET - 4 * words..I_NID_OFFSET).unwrap_or(&[])
+        self.block
+            .get(I_NID_OFFSET - 4 * words..I_NID_OFFSET)
+            .unwrap_or(&[])
     }
 
     /// The whole node block as read.

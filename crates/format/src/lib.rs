@@ -63,15 +63,24 @@ pub(crate) fn slice_at(
 
 /// Little-endian u16 at byte `at`, if the slice is long enough.
 pub fn le16(b: &[u8], at: usize) -> Option<u16> {
-    b.get(at..at.checked_add(2)?)?.try_into().ok().map(u16::from_le_bytes)
+    b.get(at..at.checked_add(2)?)?
+        .try_into()
+        .ok()
+        .map(u16::from_le_bytes)
 }
 
 /// Little-endian u32 at byte `at`, if the slice is long enough.
 pub fn le32(b: &[u8], at: usize) -> Option<u32> {
-    b.get(at..at.checked_add(4)?)?.try_into().ok().map(u32::from_le_bytes)
+    b.get(at..at.checked_add(4)?)?
+        .try_into()
+        .ok()
+        .map(u32::from_le_bytes)
 }
 
 /// Little-endian u64 at byte `at`, if the slice is long enough.
 pub fn le64(b: &[u8], at: usize) -> Option<u64> {
-    b.get(at..at.checked_add(8)?)?.try_into().ok().map(u64::from_le_bytes)
+    b.get(at..at.checked_add(8)?)?
+        .try_into()
+        .ok()
+        .map(u64::from_le_bytes)
 }

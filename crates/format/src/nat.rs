@@ -40,7 +40,11 @@ pub struct NatEntry {
 
 impl From<&RawNatEntry> for NatEntry {
     fn from(r: &RawNatEntry) -> Self {
-        NatEntry { version: r.version, ino: r.ino.get(), block_addr: r.block_addr.get() }
+        NatEntry {
+            version: r.version,
+            ino: r.ino.get(),
+            block_addr: r.block_addr.get(),
+        }
     }
 }
 

@@ -61,7 +61,13 @@ impl Footer {
                 cp_ver: r.cp_ver.get(),
                 next_blkaddr: r.next_blkaddr.get(),
             },
-            None => Footer { nid: 0, ino: 0, flag: 0, cp_ver: 0, next_blkaddr: 0 },
+            None => Footer {
+                nid: 0,
+                ino: 0,
+                flag: 0,
+                cp_ver: 0,
+                next_blkaddr: 0,
+            },
         }
     }
 

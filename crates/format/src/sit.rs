@@ -48,16 +48,30 @@ impl SitEntry {
         let valid_blocks = v & SIT_VBLOCKS_MASK;
         let seg_type = (v >> SIT_TYPE_SHIFT) as u8;
         if u32::from(valid_blocks) > BLOCKS_PER_SEG {
-            return Err(CorruptKind::SitEntry { segno, why: "valid block count over 512" });
+            return Err(CorruptKind::SitEntry {
+                segno,
+                why: "valid block count over 512",
+            });
         }
         if seg_type > 5 {
-            return Err(CorruptKind::SitEntry { segno, why: "segment type over 5" });
+            return Err(CorruptKind::SitEntry {
+                segno,
+                why: "segment type over 5",
+            });
         }
         let bits: u32 = raw.valid_map.iter().map(|b| b.count_ones()).sum();
         if bits != u32::from(valid_blocks) {
-            return Err(CorruptKind::SitEntry { segno, why: "valid count differs from bitmap" });
+            return Err(CorruptKind::SitEntry {
+                segno,
+                why: "valid count differs from bitmap",
+            });
         }
-        Ok(SitEntry { seg_type, valid_blocks, valid_map: raw.valid_map, mtime: raw.mtime.get() })
+        Ok(SitEntry {
+            seg_type,
+            valid_blocks,
+            valid_map: raw.valid_map,
+            mtime: raw.mtime.get(),
+        })
     }
 
     pub fn is_valid(&self, blkoff: usize) -> bool {
@@ -110,7 +124,10 @@ pub fn parse_sit_journal(
         .map(|e| {
             let segno = e.segno.get();
             if segno >= main_segments {
-                return Err(CorruptKind::SitEntry { segno, why: "journal segment out of range" });
+                return Err(CorruptKind::SitEntry {
+                    segno,
+                    why: "journal segment out of range",
+                });
             }
             Ok((segno, SitEntry::parse(&e.entry, segno)?))
         })

@@ -75,8 +75,14 @@ pub const COMPACT_LATER_BLOCK: usize = (BLOCK_SIZE - 5) / SUMMARY_SIZE;
 /// Decodes the compacted data summaries: returns (hot, warm, cold) summaries, the hot one
 /// carrying the NAT journal and the cold one the SIT journal. `counts` are the number of
 /// entries of each log (its blkoff, or 512 for an SSR log).
-pub fn parse_compacted(blocks: &[[u8; BLOCK_SIZE]], counts: [usize; 3]) -> Result<[Summary; 3], CorruptKind> {
-    let bad = |why| CorruptKind::Summary { which: "compacted data", why };
+pub fn parse_compacted(
+    blocks: &[[u8; BLOCK_SIZE]],
+    counts: [usize; 3],
+) -> Result<[Summary; 3], CorruptKind> {
+    let bad = |why| CorruptKind::Summary {
+        which: "compacted data",
+        why,
+    };
     let first = blocks.first().ok_or(bad("missing block"))?;
     let mut out = [Summary::empty(), Summary::empty(), Summary::empty()];
     let journal = |at: usize| -> Result<(u16, [u8; JOURNAL_BODY]), CorruptKind> {
@@ -98,7 +104,9 @@ pub fn parse_compacted(blocks: &[[u8; BLOCK_SIZE]], counts: [usize; 3]) -> Resul
                 block_idx += 1;
                 off = 0;
             }
-            let block = blocks.get(block_idx).ok_or(bad("entries run past the pack"))?;
+            let block = blocks
+                .get(block_idx)
+                .ok_or(bad("entries run past the pack"))?;
             let bytes = block.get(off..off + SUMMARY_SIZE).ok_or(bad("entry"))?;
             let entry = RawSummary::read_from_bytes(bytes).map_err(|_| bad("entry"))?;
             if let Some(slot) = out.get_mut(log).and_then(|s| s.entries.get_mut(i)) {

@@ -58,7 +58,11 @@ pub mod feature {
 
     /// The names of the bits set in `bits`.
     pub fn names(bits: u32) -> Vec<&'static str> {
-        NAMES.iter().filter(|(b, _)| bits & b != 0).map(|(_, n)| *n).collect()
+        NAMES
+            .iter()
+            .filter(|(b, _)| bits & b != 0)
+            .map(|(_, n)| *n)
+            .collect()
     }
 }
 
@@ -169,20 +173,27 @@ impl Layout {
 
     /// One past the largest nid the NAT can hold.
     pub fn max_nid(&self) -> u32 {
-        self.nat_blocks().saturating_mul(crate::nat::NAT_ENTRIES_PER_BLOCK as u32)
+        self.nat_blocks()
+            .saturating_mul(crate::nat::NAT_ENTRIES_PER_BLOCK as u32)
     }
 }
 
 fn field(copy: u8, field: &'static str, value: impl Into<u64>) -> CorruptKind {
-    CorruptKind::SuperblockField { copy, field, value: value.into() }
+    CorruptKind::SuperblockField {
+        copy,
+        field,
+        value: value.into(),
+    }
 }
 
 impl Superblock {
     /// Validates superblock copy `copy` from the 4 KiB block that holds it.
     pub fn parse(block: &[u8], copy: u8) -> Result<Superblock, FormatError> {
-        let bytes = block
-            .get(SB_OFFSET..SB_OFFSET + SB_SIZE)
-            .ok_or(field(copy, "block length", block.len() as u64))?;
+        let bytes = block.get(SB_OFFSET..SB_OFFSET + SB_SIZE).ok_or(field(
+            copy,
+            "block length",
+            block.len() as u64,
+        ))?;
         let raw = RawSuperblock::read_from_bytes(bytes)
             .map_err(|_| field(copy, "block length", block.len() as u64))?;
         let magic = raw.magic.get();
@@ -251,11 +262,36 @@ impl Superblock {
         // The metadata areas follow one another with no gaps, counted in segments.
         let seg = u64::from(BLOCKS_PER_SEG);
         let chain = [
-            ("cp_blkaddr", r.cp_blkaddr.get(), r.segment0_blkaddr.get(), 0u32),
-            ("sit_blkaddr", r.sit_blkaddr.get(), r.cp_blkaddr.get(), r.segment_count_ckpt.get()),
-            ("nat_blkaddr", r.nat_blkaddr.get(), r.sit_blkaddr.get(), r.segment_count_sit.get()),
-            ("ssa_blkaddr", r.ssa_blkaddr.get(), r.nat_blkaddr.get(), r.segment_count_nat.get()),
-            ("main_blkaddr", r.main_blkaddr.get(), r.ssa_blkaddr.get(), r.segment_count_ssa.get()),
+            (
+                "cp_blkaddr",
+                r.cp_blkaddr.get(),
+                r.segment0_blkaddr.get(),
+                0u32,
+            ),
+            (
+                "sit_blkaddr",
+                r.sit_blkaddr.get(),
+                r.cp_blkaddr.get(),
+                r.segment_count_ckpt.get(),
+            ),
+            (
+                "nat_blkaddr",
+                r.nat_blkaddr.get(),
+                r.sit_blkaddr.get(),
+                r.segment_count_sit.get(),
+            ),
+            (
+                "ssa_blkaddr",
+                r.ssa_blkaddr.get(),
+                r.nat_blkaddr.get(),
+                r.segment_count_nat.get(),
+            ),
+            (
+                "main_blkaddr",
+                r.main_blkaddr.get(),
+                r.ssa_blkaddr.get(),
+                r.segment_count_ssa.get(),
+            ),
         ];
         for (name, addr, prev, segs) in chain {
             if u64::from(addr) != u64::from(prev) + u64::from(segs) * seg {
@@ -294,8 +330,9 @@ impl Superblock {
             return Err(field(c, "block_count", r.block_count.get()).into());
         }
         // One SIT entry per main segment, one SSA block per main segment.
-        let sit_entries =
-            u64::from(r.segment_count_sit.get() / 2) * seg * crate::sit::SIT_ENTRIES_PER_BLOCK as u64;
+        let sit_entries = u64::from(r.segment_count_sit.get() / 2)
+            * seg
+            * crate::sit::SIT_ENTRIES_PER_BLOCK as u64;
         if u64::from(main_segs) > sit_entries {
             return Err(field(c, "segment_count_sit", r.segment_count_sit.get()).into());
         }
@@ -356,7 +393,10 @@ impl Superblock {
 
     /// The kernel version string of the last writer, and of mkfs.
     pub fn versions(&self) -> (String, String) {
-        (c_string(&self.raw.version), c_string(&self.raw.init_version))
+        (
+            c_string(&self.raw.version),
+            c_string(&self.raw.init_version),
+        )
     }
 
     /// The quota inode numbers (user, group, project); 0 where absent.
@@ -372,7 +412,12 @@ impl Superblock {
     pub fn extensions(&self) -> (Vec<String>, Vec<String>) {
         let cold = self.raw.extension_count.get() as usize;
         let hot = usize::from(self.raw.hot_ext_count);
-        let all: Vec<String> = self.raw.extension_list.iter().map(|e| c_string(e)).collect();
+        let all: Vec<String> = self
+            .raw
+            .extension_list
+            .iter()
+            .map(|e| c_string(e))
+            .collect();
         let cold_list = all.iter().take(cold).cloned().collect();
         let hot_list = all.iter().skip(cold).take(hot).cloned().collect();
         (cold_list, hot_list)
@@ -444,7 +489,10 @@ mod tests {
         b[SB_OFFSET] ^= 1;
         assert!(matches!(
             Superblock::parse(&b, 1),
-            Err(FormatError::Corrupt(CorruptKind::SuperblockMagic { copy: 1, .. }))
+            Err(FormatError::Corrupt(CorruptKind::SuperblockMagic {
+                copy: 1,
+                ..
+            }))
         ));
     }
 
@@ -469,7 +517,10 @@ mod tests {
         b[SB_OFFSET + 84..SB_OFFSET + 88].copy_from_slice(&2561u32.to_le_bytes());
         assert!(matches!(
             Superblock::parse(&b, 0),
-            Err(FormatError::Corrupt(CorruptKind::SuperblockField { field: "nat_blkaddr", .. }))
+            Err(FormatError::Corrupt(CorruptKind::SuperblockField {
+                field: "nat_blkaddr",
+                ..
+            }))
         ));
     }
 
@@ -484,7 +535,9 @@ mod tests {
         b[SB_OFFSET + 200] ^= 0x40;
         assert!(matches!(
             Superblock::parse(&b, 0),
-            Err(FormatError::Corrupt(CorruptKind::SuperblockChecksum { copy: 0 }))
+            Err(FormatError::Corrupt(CorruptKind::SuperblockChecksum {
+                copy: 0
+            }))
         ));
     }
 
@@ -494,7 +547,9 @@ mod tests {
         b[SB_OFFSET + 2180..SB_OFFSET + 2184].copy_from_slice(&0x10000u32.to_le_bytes());
         assert_eq!(
             Superblock::parse(&b, 0).err(),
-            Some(FormatError::Incompatible(Incompatible::UnknownFeatures(0x10000)))
+            Some(FormatError::Incompatible(Incompatible::UnknownFeatures(
+                0x10000
+            )))
         );
     }
 }

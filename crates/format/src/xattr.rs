@@ -83,15 +83,23 @@ pub fn parse(buf: &[u8], ino: u32) -> Result<Vec<Xattr>, CorruptKind> {
         if head == [0, 0, 0, 0] {
             break;
         }
-        let (idx, name_len) = (head.first().copied().unwrap_or(0), head.get(1).copied().unwrap_or(0));
+        let (idx, name_len) = (
+            head.first().copied().unwrap_or(0),
+            head.get(1).copied().unwrap_or(0),
+        );
         let name_len = usize::from(name_len);
         let value_size = usize::from(le16(head, 2).unwrap_or(0));
         let size = (4 + name_len + value_size + 3) & !3;
-        let entry = buf.get(at..at + size).ok_or(bad("entry runs past the end"))?;
+        let entry = buf
+            .get(at..at + size)
+            .ok_or(bad("entry runs past the end"))?;
         out.push(Xattr {
             index: idx,
             name: entry.get(4..4 + name_len).unwrap_or(&[]).to_vec(),
-            value: entry.get(4 + name_len..4 + name_len + value_size).unwrap_or(&[]).to_vec(),
+            value: entry
+                .get(4 + name_len..4 + name_len + value_size)
+                .unwrap_or(&[])
+                .to_vec(),
         });
         at += size;
     }
@@ -163,7 +171,10 @@ mod tests {
         buf[24..28].copy_from_slice(&[1, 4, 100, 0]);
         assert_eq!(
             parse(&buf, 9),
-            Err(CorruptKind::Xattr { ino: 9, why: "entry runs past the end" })
+            Err(CorruptKind::Xattr {
+                ino: 9,
+                why: "entry runs past the end"
+            })
         );
     }
 

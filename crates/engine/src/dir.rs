@@ -1,0 +1,151 @@
+//! Directories: inline dentries in the inode, or dentry blocks arranged as a multi-level hash
+//! table. Listing reads every written block; lookup reads only the buckets the name's hash
+//! selects at each level (casefolded directories are scanned whole, since their hash is taken
+//! over the casefolded name). Entry inode numbers are checked before use.
+
+use crate::error::{Error, Result};
+use crate::fs::Vol;
+use crate::mount::read_block;
+use std::ops::ControlFlow;
+use uf2fs_device::IoCause;
+use uf2fs_format::dentry::{blocks_per_bucket, bucket_block, buckets_at, DentryArea, DirEntry};
+use uf2fs_format::hash::dentry_hash;
+use uf2fs_format::inode::{FileType, Inode, MAX_NAME_LEN};
+use uf2fs_format::nat::check_nid;
+use uf2fs_format::{CorruptKind, BLOCK_SIZE};
+
+/// Blocks of directory data (i_size rounded up).
+fn dir_blocks(dir: &Inode) -> u64 {
+    dir.size.div_ceil(BLOCK_SIZE as u64)
+}
+
+/// A visitor that stops at `name` and stores its ino; with a hash, only entries whose stored
+/// hash matches are compared (as the kernel's bucket scan does).
+fn finder<'a>(
+    found: &'a mut Option<u32>,
+    name: &'a [u8],
+    hash: Option<u32>,
+) -> impl FnMut(&DirEntry<'_>) -> Result<ControlFlow<()>> + 'a {
+    move |e| {
+        if hash.is_none_or(|h| e.hash == h) && e.name == name {
+            *found = Some(e.ino);
+            return Ok(ControlFlow::Break(()));
+        }
+        Ok(ControlFlow::Continue(()))
+    }
+}
+
+type Each<'a> = dyn FnMut(&DirEntry<'_>) -> Result<ControlFlow<()>> + 'a;
+
+impl Vol {
+    fn check_dir(&self, dir: &Inode) -> Result<()> {
+        if dir.file_type != FileType::Directory {
+            return Err(Error::NotADirectory);
+        }
+        if dir.is_encrypted() {
+            return Err(uf2fs_format::Incompatible::EncryptedFile { ino: dir.ino }.into());
+        }
+        Ok(())
+    }
+
+    /// Calls `f` for each entry of one dentry area; stops early on `Break`.
+    fn scan_area(
+        &self,
+        dir: &Inode,
+        area: DentryArea<'_>,
+        block: u64,
+        f: &mut Each,
+    ) -> Result<ControlFlow<()>> {
+        for e in area.iter() {
+            let e = e.map_err(|d| CorruptKind::Dentry {
+                ino: dir.ino,
+                block,
+                slot: d.slot,
+                why: d.why,
+            })?;
+            if check_nid(&self.layout, e.ino).is_err() {
+                return Err(CorruptKind::Dentry {
+                    ino: dir.ino,
+                    block,
+                    slot: e.slot,
+                    why: "inode number out of range",
+                }
+                .into());
+            }
+            if f(&e)?.is_break() {
+                return Ok(ControlFlow::Break(()));
+            }
+        }
+        Ok(ControlFlow::Continue(()))
+    }
+
+    /// Every entry of `dir`, '.' and '..' included, in on-disk order.
+    pub(crate) fn for_each_dentry(&self, dir: &Inode, f: &mut Each) -> Result<()> {
+        self.check_dir(dir)?;
+        if dir.has_inline_dentry() {
+            // Whether the visitor stopped early or not, the inline area is all there is.
+            let _stopped = self.scan_area(dir, DentryArea::inline(dir.inline_area()), 0, f)?;
+            return Ok(());
+        }
+        let mut blocks = Vec::new();
+        self.for_each_addr(dir, 0, dir_blocks(dir), &mut |fblk, addr| {
+            blocks.push((fblk, addr));
+            Ok(())
+        })?;
+        for (fblk, addr) in blocks {
+            let b = read_block(&*self.dev, addr.into(), IoCause::UserData, "dentry block")?;
+            if self
+                .scan_area(dir, DentryArea::block(&b), fblk, f)?
+                .is_break()
+            {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// The inode number of `name` in `dir`.
+    pub(crate) fn lookup(&self, dir: &Inode, name: &[u8]) -> Result<u32> {
+        self.check_dir(dir)?;
+        if name.len() > MAX_NAME_LEN {
+            return Err(Error::NameTooLong);
+        }
+        if name.is_empty() {
+            return Err(Error::NotFound);
+        }
+        let whole_scan = dir.has_inline_dentry() || dir.is_casefolded();
+        let hash = dentry_hash(name);
+        let mut found = None;
+        if whole_scan {
+            self.for_each_dentry(dir, &mut finder(&mut found, name, None))?;
+            return found.ok_or(Error::NotFound);
+        }
+        let nblocks = dir_blocks(dir);
+        for level in 0..dir.current_depth {
+            let buckets = buckets_at(level, dir.dir_level);
+            let first = bucket_block(level, dir.dir_level, u64::from(hash) % buckets);
+            if first >= nblocks {
+                break;
+            }
+            let end = (first + blocks_per_bucket(level)).min(nblocks);
+            let mut addrs = Vec::new();
+            self.for_each_addr(dir, first, end, &mut |fblk, addr| {
+                addrs.push((fblk, addr));
+                Ok(())
+            })?;
+            for (fblk, addr) in addrs {
+                let b = read_block(&*self.dev, addr.into(), IoCause::UserData, "dentry block")?;
+                let flow = self.scan_area(
+                    dir,
+                    DentryArea::block(&b),
+                    fblk,
+                    &mut finder(&mut found, name, Some(hash)),
+                )?;
+                if let (ControlFlow::Break(()), Some(ino)) = (flow, found) {
+                    return Ok(ino);
+                }
+            }
+        }
+        Err(Error::NotFound)
+    }
+}

@@ -1,0 +1,69 @@
+//! Engine errors: I/O, incompatible (named feature), corrupt (structure and place), and the
+//! errors a user's request can meet (no such file, not a directory...), each with one errno.
+
+use uf2fs_format::{CorruptKind, FormatError, Incompatible};
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("I/O error while reading {what}: {source}")]
+    Io {
+        what: String,
+        source: std::io::Error,
+    },
+    #[error("not supported: {0}")]
+    Incompatible(#[from] Incompatible),
+    #[error("corrupt image: {0}")]
+    Corrupt(#[from] CorruptKind),
+    #[error("no such file or directory")]
+    NotFound,
+    #[error("not a directory")]
+    NotADirectory,
+    #[error("is a directory")]
+    IsADirectory,
+    #[error("not a symbolic link")]
+    NotASymlink,
+    #[error("too many levels of symbolic links")]
+    SymlinkLoop,
+    #[error("file name too long")]
+    NameTooLong,
+    #[error("no such attribute")]
+    NoAttribute,
+    #[error("invalid argument: {0}")]
+    InvalidArgument(&'static str),
+}
+
+pub type Result<T> = std::result::Result<T, Error>;
+
+impl From<FormatError> for Error {
+    fn from(e: FormatError) -> Self {
+        match e {
+            FormatError::Corrupt(c) => Error::Corrupt(c),
+            FormatError::Incompatible(i) => Error::Incompatible(i),
+        }
+    }
+}
+
+impl Error {
+    pub(crate) fn io(what: impl Into<String>, source: std::io::Error) -> Error {
+        Error::Io {
+            what: what.into(),
+            source,
+        }
+    }
+
+    /// The errno a system call would return for this error.
+    pub fn errno(&self) -> i32 {
+        match self {
+            Error::Io { .. } | Error::Corrupt(_) => 5, // EIO
+            Error::Incompatible(_) => 95,              // EOPNOTSUPP
+            Error::NotFound => 2,                      // ENOENT
+            Error::NotADirectory => 20,                // ENOTDIR
+            Error::IsADirectory => 21,                 // EISDIR
+            Error::NotASymlink => 22,                  // EINVAL
+            Error::SymlinkLoop => 40,                  // ELOOP
+            Error::NameTooLong => 36,                  // ENAMETOOLONG
+            Error::NoAttribute => 61,                  // ENODATA
+            Error::InvalidArgument(_) => 22,           // EINVAL
+        }
+    }
+}

@@ -1,0 +1,169 @@
+//! File block mapping: the inode's own slots, two direct nodes, two indirect nodes and one
+//! double-indirect node. The walk visits only the nodes that cover the asked range, skips a
+//! whole subtree when its nid is 0 (a hole), and checks every node's footer against the
+//! offset the tree says it must have, so a node pointing back at an ancestor fails instead
+//! of looping. Addresses are checked to be in the main area; NEW_ADDR reads as a hole.
+
+use crate::error::Result;
+use crate::fs::{Extent, Vol};
+use crate::node::Expect;
+use uf2fs_format::inode::Inode;
+use uf2fs_format::node::{entry, ofs, ADDRS_PER_BLOCK, NIDS_PER_BLOCK};
+use uf2fs_format::{Block, CorruptKind, NEW_ADDR, NULL_ADDR};
+
+const N: u64 = ADDRS_PER_BLOCK;
+
+/// The part of [start, end) that falls in the span [base, base + len), relative to base.
+fn overlap(base: u64, len: u64, start: u64, end: u64) -> Option<(u64, u64)> {
+    let lo = start.max(base);
+    let hi = end.min(base.saturating_add(len));
+    (lo < hi).then(|| (lo - base, hi - base))
+}
+
+type Visit<'a> = dyn FnMut(u64, u32) -> Result<()> + 'a;
+
+impl Vol {
+    fn check_addr(&self, inode: &Inode, fblk: u64, addr: u32) -> Result<bool> {
+        if addr == NULL_ADDR || addr == NEW_ADDR {
+            return Ok(false);
+        }
+        if !self.layout.in_main(addr) {
+            return Err(CorruptKind::DataAddress {
+                ino: inode.ino,
+                fblk,
+                blkaddr: addr,
+            }
+            .into());
+        }
+        Ok(true)
+    }
+
+    fn visit_dnode(
+        &self,
+        inode: &Inode,
+        block: &Block,
+        base: u64,
+        lo: u64,
+        hi: u64,
+        f: &mut Visit,
+    ) -> Result<()> {
+        for i in lo..hi {
+            let addr = entry(block, i);
+            if self.check_addr(inode, base + i, addr)? {
+                f(base + i, addr)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn node(&self, nid: u32, ino: u32, ofs: u64) -> Result<std::sync::Arc<Block>> {
+        self.nodes
+            .read(&*self.dev, &self.nat, nid, Expect { ino, ofs })
+    }
+
+    /// Calls `f(file_block, block_addr)` for every written block of `inode` in [start, end).
+    pub(crate) fn for_each_addr(
+        &self,
+        inode: &Inode,
+        start: u64,
+        end: u64,
+        f: &mut Visit,
+    ) -> Result<()> {
+        let ino = inode.ino;
+        let a = inode.addr_slots() as u64;
+        if let Some((lo, hi)) = overlap(0, a, start, end) {
+            for i in lo..hi {
+                let addr = inode.data_addr(i as usize);
+                if self.check_addr(inode, i, addr)? {
+                    f(i, addr)?;
+                }
+            }
+        }
+        let mut base = a;
+        for slot in 0..2usize {
+            if let Some((lo, hi)) = overlap(base, N, start, end) {
+                let nid = inode.nid(slot);
+                if nid != 0 {
+                    let b = self.node(nid, ino, ofs::top(slot))?;
+                    self.visit_dnode(inode, &b, base, lo, hi, f)?;
+                }
+            }
+            base += N;
+        }
+        for slot in 2..4usize {
+            let span = N * NIDS_PER_BLOCK;
+            if let Some((lo, hi)) = overlap(base, span, start, end) {
+                let nid = inode.nid(slot);
+                if nid != 0 {
+                    let ind = self.node(nid, ino, ofs::top(slot))?;
+                    for child in lo / N..=(hi - 1) / N {
+                        let cnid = entry(&ind, child);
+                        if cnid == 0 {
+                            continue;
+                        }
+                        let cbase = base + child * N;
+                        let (clo, chi) = overlap(cbase, N, base + lo, base + hi).unwrap_or((0, 0));
+                        let d = self.node(cnid, ino, ofs::indirect_child(slot, child))?;
+                        self.visit_dnode(inode, &d, cbase, clo, chi, f)?;
+                    }
+                }
+            }
+            base += span;
+        }
+        let span = N * N * N;
+        if let Some((lo, hi)) = overlap(base, span, start, end) {
+            let nid = inode.nid(4);
+            if nid != 0 {
+                let dind = self.node(nid, ino, ofs::top(4))?;
+                for j in lo / (N * N)..=(hi - 1) / (N * N) {
+                    let jnid = entry(&dind, j);
+                    if jnid == 0 {
+                        continue;
+                    }
+                    let jbase = base + j * N * N;
+                    let (jlo, jhi) = overlap(jbase, N * N, base + lo, base + hi).unwrap_or((0, 0));
+                    let ind = self.node(jnid, ino, ofs::dind_child(j))?;
+                    for k in jlo / N..=(jhi.max(1) - 1) / N {
+                        let knid = entry(&ind, k);
+                        if knid == 0 || jlo >= jhi {
+                            continue;
+                        }
+                        let kbase = jbase + k * N;
+                        let (klo, khi) =
+                            overlap(kbase, N, jbase + jlo, jbase + jhi).unwrap_or((0, 0));
+                        let d = self.node(knid, ino, ofs::dind_grandchild(j, k))?;
+                        self.visit_dnode(inode, &d, kbase, klo, khi, f)?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs of contiguous file blocks at contiguous addresses, in file order.
+    pub(crate) fn extents(
+        &self,
+        inode: &Inode,
+        start: u64,
+        end: u64,
+        f: &mut dyn FnMut(Extent) -> Result<()>,
+    ) -> Result<()> {
+        let mut cur: Option<Extent> = None;
+        self.for_each_addr(inode, start, end, &mut |fblk, addr| {
+            if let Some(e) = cur.as_mut() {
+                if e.fblk + e.len == fblk && u64::from(e.addr) + e.len == u64::from(addr) {
+                    e.len += 1;
+                    return Ok(());
+                }
+            }
+            if let Some(e) = cur.replace(Extent { fblk, addr, len: 1 }) {
+                f(e)?;
+            }
+            Ok(())
+        })?;
+        if let Some(e) = cur {
+            f(e)?;
+        }
+        Ok(())
+    }
+}

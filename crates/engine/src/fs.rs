@@ -1,0 +1,587 @@
+//! `Fs`: the engine's API. Inode numbers are F2FS nids. Every method takes `&self`: caches sit
+//! behind their own locks and device reads are positional, so readers run concurrently.
+
+use crate::error::{Error, Result};
+use crate::mount::{mount, MountInfo, VolumeInfo};
+use crate::nat::Nat;
+use crate::node::{Expect, Nodes};
+use crate::sit::{read_sit, usage, SegmentUsage};
+use std::collections::{HashMap, HashSet};
+use std::ops::ControlFlow;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use uf2fs_device::{BlockDevice, FileDevice, IoCause, IoSnapshot};
+use uf2fs_format::checkpoint::{flags, Checkpoint, CURSEG_NAMES};
+use uf2fs_format::inode::{FileType, Inode, Time};
+use uf2fs_format::nat::NAT_ENTRIES_PER_BLOCK;
+use uf2fs_format::sit::SitEntry;
+use uf2fs_format::superblock::{feature, Layout, Superblock};
+use uf2fs_format::xattr::Xattr;
+use uf2fs_format::{CorruptKind, BLOCK_SIZE};
+
+/// Inodes kept parsed in memory at most.
+const INODE_CACHE: usize = 8192;
+/// Symbolic links followed while resolving one path, as Linux allows.
+const MAX_SYMLINK_FOLLOWS: u32 = 40;
+
+/// The mounted volume's state, shared by the modules that implement `Fs`.
+pub(crate) struct Vol {
+    pub dev: Box<dyn BlockDevice>,
+    pub sb: Superblock,
+    pub layout: Layout,
+    pub cp: Checkpoint,
+    pub nat: Nat,
+    pub nodes: Nodes,
+    inodes: Mutex<HashMap<u32, Arc<Inode>>>,
+    sit_journal: Vec<(u32, SitEntry)>,
+    orphans: Vec<u32>,
+    notes: Vec<String>,
+}
+
+/// A run of `len` file blocks from file block `fblk` stored at `addr..addr+len`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Extent {
+    pub fblk: u64,
+    pub addr: u32,
+    pub len: u64,
+}
+
+/// Attributes of an inode as `stat` shows them.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Attr {
+    pub ino: u32,
+    #[serde(serialize_with = "ser_type")]
+    pub file_type: FileType,
+    /// Permission bits (and setuid/setgid/sticky), without the type.
+    pub perm: u16,
+    pub nlink: u32,
+    pub uid: u32,
+    pub gid: u32,
+    pub size: u64,
+    /// 512-byte sectors, as stat reports them.
+    pub blocks_512: u64,
+    #[serde(serialize_with = "ser_time")]
+    pub atime: Time,
+    #[serde(serialize_with = "ser_time")]
+    pub mtime: Time,
+    #[serde(serialize_with = "ser_time")]
+    pub ctime: Time,
+    #[serde(serialize_with = "ser_opt_time")]
+    pub crtime: Option<Time>,
+    pub rdev: (u32, u32),
+    pub flags: u32,
+    pub generation: u32,
+}
+
+fn ser_type<S: serde::Serializer>(t: &FileType, s: S) -> std::result::Result<S::Ok, S::Error> {
+    s.serialize_str(type_name(*t))
+}
+fn ser_time<S: serde::Serializer>(t: &Time, s: S) -> std::result::Result<S::Ok, S::Error> {
+    s.serialize_str(&format!("{}.{:09}", t.sec, t.nsec))
+}
+fn ser_opt_time<S: serde::Serializer>(
+    t: &Option<Time>,
+    s: S,
+) -> std::result::Result<S::Ok, S::Error> {
+    match t {
+        Some(t) => ser_time(t, s),
+        None => s.serialize_none(),
+    }
+}
+
+/// The name of a file type, as `stat` prints it.
+pub fn type_name(t: FileType) -> &'static str {
+    match t {
+        FileType::Regular => "regular file",
+        FileType::Directory => "directory",
+        FileType::Symlink => "symbolic link",
+        FileType::CharDevice => "character special file",
+        FileType::BlockDevice => "block special file",
+        FileType::Fifo => "fifo",
+        FileType::Socket => "socket",
+    }
+}
+
+/// One directory entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DirEntry {
+    pub name: Vec<u8>,
+    pub ino: u32,
+    /// The type the entry claims (`None`: unknown code; ask the inode).
+    pub file_type: Option<FileType>,
+}
+
+/// File system statistics, as statfs reports them.
+#[derive(Debug, Clone, Copy, serde::Serialize)]
+pub struct StatFs {
+    pub block_size: u32,
+    pub blocks: u64,
+    pub blocks_free: u64,
+    pub blocks_avail: u64,
+    pub files: u64,
+    pub files_free: u64,
+    pub name_max: u32,
+}
+
+/// What a walk hands its visitor.
+pub enum WalkItem<'a> {
+    Entry {
+        path: &'a [u8],
+        ino: u32,
+        attr: &'a Attr,
+    },
+    /// An entry (or a directory's listing) that could not be read; the walk goes on.
+    Error { path: &'a [u8], error: Error },
+}
+
+/// A read-only F2FS volume.
+pub struct Fs {
+    vol: Vol,
+}
+
+impl Fs {
+    /// Opens the image file or block device at `path`, read-only.
+    pub fn open(path: &Path) -> Result<Fs> {
+        let dev = FileDevice::open(path, false)
+            .map_err(|e| Error::io(format!("{}", path.display()), e))?;
+        Fs::with_device(Box::new(dev))
+    }
+
+    /// Mounts the volume on `dev`.
+    pub fn with_device(dev: Box<dyn BlockDevice>) -> Result<Fs> {
+        let m = mount(&*dev)?;
+        let layout = m.sb.layout();
+        let nat = Nat::new(layout, m.cp.nat_bitmap.clone(), m.nat_journal);
+        let vol = Vol {
+            dev,
+            layout,
+            nat,
+            nodes: Nodes::new(),
+            inodes: Mutex::new(HashMap::new()),
+            sit_journal: m.sit_journal,
+            orphans: m.orphans,
+            notes: m.notes,
+            sb: m.sb,
+            cp: m.cp,
+        };
+        Ok(Fs { vol })
+    }
+
+    pub fn root_ino(&self) -> u32 {
+        self.vol.sb.raw().root_ino.get()
+    }
+
+    pub fn superblock(&self) -> &Superblock {
+        &self.vol.sb
+    }
+
+    pub fn checkpoint(&self) -> &Checkpoint {
+        &self.vol.cp
+    }
+
+    /// Notes from mount: a superblock copy or checkpoint pack that was not used, and why.
+    pub fn mount_notes(&self) -> &[String] {
+        &self.vol.notes
+    }
+
+    pub fn device_counters(&self) -> IoSnapshot {
+        self.vol.dev.counters().snapshot()
+    }
+
+    /// The checked inode `ino`.
+    pub fn inode(&self, ino: u32) -> Result<Arc<Inode>> {
+        if let Some(i) = self
+            .vol
+            .inodes
+            .lock()
+            .ok()
+            .and_then(|c| c.get(&ino).cloned())
+        {
+            return Ok(i);
+        }
+        let block =
+            self.vol
+                .nodes
+                .read(&*self.vol.dev, &self.vol.nat, ino, Expect { ino, ofs: 0 })?;
+        let inode = Arc::new(Inode::parse(&block, ino, &self.vol.sb)?);
+        if let Ok(mut c) = self.vol.inodes.lock() {
+            if c.len() >= INODE_CACHE {
+                c.clear();
+            }
+            c.insert(ino, inode.clone());
+        }
+        Ok(inode)
+    }
+
+    pub fn getattr(&self, ino: u32) -> Result<Attr> {
+        let i = self.inode(ino)?;
+        let special = matches!(i.file_type, FileType::CharDevice | FileType::BlockDevice);
+        Ok(Attr {
+            ino,
+            file_type: i.file_type,
+            perm: i.mode & 0o7777,
+            nlink: i.links,
+            uid: i.uid,
+            gid: i.gid,
+            size: i.size,
+            blocks_512: i.blocks.saturating_sub(1).saturating_mul(8),
+            atime: i.atime,
+            mtime: i.mtime,
+            ctime: i.ctime,
+            crtime: i.crtime,
+            rdev: if special { i.rdev() } else { (0, 0) },
+            flags: i.flags,
+            generation: i.generation,
+        })
+    }
+
+    /// The inode number of `name` in directory `parent`.
+    pub fn lookup(&self, parent: u32, name: &[u8]) -> Result<u32> {
+        let dir = self.inode(parent)?;
+        self.vol.lookup(&dir, name)
+    }
+
+    /// The entries of directory `ino`, without '.' and '..', in on-disk order.
+    pub fn readdir(&self, ino: u32) -> Result<Vec<DirEntry>> {
+        let dir = self.inode(ino)?;
+        let mut out = Vec::new();
+        self.vol.for_each_dentry(&dir, &mut |e| {
+            if e.name != b"." && e.name != b".." {
+                out.push(DirEntry {
+                    name: e.name.to_vec(),
+                    ino: e.ino,
+                    file_type: e.file_type,
+                });
+            }
+            Ok(ControlFlow::Continue(()))
+        })?;
+        Ok(out)
+    }
+
+    fn data_inode(&self, ino: u32) -> Result<Arc<Inode>> {
+        let i = self.inode(ino)?;
+        if i.file_type == FileType::Directory {
+            return Err(Error::IsADirectory);
+        }
+        i.check_readable()?;
+        Ok(i)
+    }
+
+    /// Reads up to `buf.len()` bytes at `offset`; returns the count (0 at or past the end).
+    pub fn read(&self, ino: u32, offset: u64, buf: &mut [u8]) -> Result<usize> {
+        let i = self.data_inode(ino)?;
+        if offset >= i.size {
+            return Ok(0);
+        }
+        let n = (buf.len() as u64).min(i.size - offset) as usize;
+        let out = buf.get_mut(..n).unwrap_or(&mut []);
+        out.fill(0);
+        if i.has_inline_data() {
+            let src = i.inline_area().get(offset as usize..offset as usize + n);
+            out.copy_from_slice(src.ok_or(CorruptKind::InodeField {
+                ino,
+                field: "i_size (inline)",
+                value: i.size,
+            })?);
+            return Ok(n);
+        }
+        let bs = BLOCK_SIZE as u64;
+        let (first, last) = (offset / bs, (offset + n as u64).div_ceil(bs));
+        let mut tmp = Vec::new();
+        self.vol.extents(&i, first, last, &mut |e| {
+            tmp.resize(e.len as usize * BLOCK_SIZE, 0);
+            self.vol
+                .dev
+                .read_blocks(e.addr.into(), &mut tmp, IoCause::UserData)
+                .map_err(|err| {
+                    Error::io(format!("data of inode {ino} at block {}", e.addr), err)
+                })?;
+            // Copy the part of this run that falls in [offset, offset + n).
+            let run_start = e.fblk * bs;
+            let lo = run_start.max(offset);
+            let hi = (run_start + e.len * bs).min(offset + n as u64);
+            if lo < hi {
+                let src = tmp.get((lo - run_start) as usize..(hi - run_start) as usize);
+                let dst = out.get_mut((lo - offset) as usize..(hi - offset) as usize);
+                if let (Some(s), Some(d)) = (src, dst) {
+                    d.copy_from_slice(s);
+                }
+            }
+            Ok(())
+        })?;
+        Ok(n)
+    }
+
+    /// The written runs of a regular file or symlink, in file order (holes are gaps between
+    /// runs). Inline files have none: read them with [`Fs::read`].
+    pub fn extents(&self, ino: u32, f: &mut dyn FnMut(Extent) -> Result<()>) -> Result<()> {
+        let i = self.data_inode(ino)?;
+        if i.has_inline_data() {
+            return Ok(());
+        }
+        let blocks = i.size.div_ceil(BLOCK_SIZE as u64);
+        self.vol.extents(&i, 0, blocks, f)
+    }
+
+    /// Whether the data of `ino` is stored inline in its inode.
+    pub fn is_inline(&self, ino: u32) -> Result<bool> {
+        Ok(self.inode(ino)?.has_inline_data())
+    }
+
+    /// Reads `buf.len() / 4096` blocks of file data at block address `addr`.
+    pub fn read_blocks(&self, addr: u64, buf: &mut [u8]) -> Result<()> {
+        let end = addr + (buf.len() / BLOCK_SIZE) as u64;
+        if addr < u64::from(self.vol.layout.main) || end > self.vol.layout.main_end() {
+            return Err(Error::InvalidArgument("block range outside the main area"));
+        }
+        self.vol
+            .dev
+            .read_blocks(addr, buf, IoCause::UserData)
+            .map_err(|e| Error::io(format!("data at block {addr}"), e))
+    }
+
+    /// The target of symlink `ino`.
+    pub fn readlink(&self, ino: u32) -> Result<Vec<u8>> {
+        let i = self.inode(ino)?;
+        if i.file_type != FileType::Symlink {
+            return Err(Error::NotASymlink);
+        }
+        if i.size > BLOCK_SIZE as u64 {
+            return Err(CorruptKind::InodeField {
+                ino,
+                field: "i_size (symlink)",
+                value: i.size,
+            }
+            .into());
+        }
+        let mut buf = vec![0u8; i.size as usize];
+        let n = self.read(ino, 0, &mut buf)?;
+        buf.truncate(n);
+        Ok(buf)
+    }
+
+    /// Every user-visible xattr (full name, value as getxattr returns it), in stored order.
+    pub fn xattrs(&self, ino: u32) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let i = self.inode(ino)?;
+        let raw: Vec<Xattr> = self.vol.xattrs(&i)?;
+        let mut out = Vec::new();
+        for x in raw {
+            if let Some(name) = x.full_name() {
+                out.push((name, x.user_value(ino)?));
+            }
+        }
+        Ok(out)
+    }
+
+    pub fn listxattr(&self, ino: u32) -> Result<Vec<Vec<u8>>> {
+        Ok(self.xattrs(ino)?.into_iter().map(|(n, _)| n).collect())
+    }
+
+    pub fn getxattr(&self, ino: u32, name: &[u8]) -> Result<Vec<u8>> {
+        self.xattrs(ino)?
+            .into_iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v)
+            .ok_or(Error::NoAttribute)
+    }
+
+    pub fn statfs(&self) -> StatFs {
+        let h = &self.vol.cp.head;
+        let user = h.user_block_count.get();
+        let valid = h.valid_block_count.get();
+        let free = user.saturating_sub(valid);
+        let max_nid = u64::from(self.vol.layout.max_nid());
+        let nodes = u64::from(h.valid_node_count.get());
+        StatFs {
+            block_size: BLOCK_SIZE as u32,
+            blocks: user,
+            blocks_free: free,
+            blocks_avail: free,
+            files: max_nid.saturating_sub(3),
+            files_free: max_nid.saturating_sub(3).saturating_sub(nodes).min(free),
+            name_max: 255,
+        }
+    }
+
+    /// Resolves an absolute path inside the volume ("/" is the root). Symbolic links in the
+    /// middle are followed; the last component is followed only if `follow` is set.
+    pub fn resolve(&self, path: &[u8], follow: bool) -> Result<u32> {
+        let mut follows = 0;
+        self.resolve_from(&[self.root_ino()], path, follow, &mut follows)
+    }
+
+    fn resolve_from(
+        &self,
+        start: &[u32],
+        path: &[u8],
+        follow: bool,
+        follows: &mut u32,
+    ) -> Result<u32> {
+        let root = self.root_ino();
+        let mut stack: Vec<u32> = if path.first() == Some(&b'/') {
+            vec![root]
+        } else {
+            start.to_vec()
+        };
+        let parts: Vec<&[u8]> = path
+            .split(|&b| b == b'/')
+            .filter(|p| !p.is_empty() && *p != b".")
+            .collect();
+        for (k, part) in parts.iter().enumerate() {
+            let cur = *stack.last().unwrap_or(&root);
+            if *part == b".." {
+                if stack.len() > 1 {
+                    stack.pop();
+                }
+                continue;
+            }
+            let ino = self.lookup(cur, part)?;
+            let last = k + 1 == parts.len();
+            let inode = self.inode(ino)?;
+            if inode.file_type == FileType::Symlink && (!last || follow) {
+                *follows += 1;
+                if *follows > MAX_SYMLINK_FOLLOWS {
+                    return Err(Error::SymlinkLoop);
+                }
+                let target = self.readlink(ino)?;
+                let ino = self.resolve_from(&stack, &target, true, follows)?;
+                stack.push(ino);
+            } else {
+                stack.push(ino);
+            }
+        }
+        Ok(*stack.last().unwrap_or(&root))
+    }
+
+    /// Walks the tree below `ino` depth-first, parents before children, directories in
+    /// on-disk order. A directory reached a second time is reported as a cycle and not
+    /// entered again. The visitor returns whether to enter a directory.
+    pub fn walk(
+        &self,
+        ino: u32,
+        visit: &mut dyn FnMut(WalkItem<'_>) -> Result<bool>,
+    ) -> Result<()> {
+        let mut seen = HashSet::new();
+        let attr = self.getattr(ino)?;
+        let mut path = Vec::new();
+        self.walk_dir(ino, &attr, &mut path, &mut seen, visit)
+    }
+
+    fn walk_dir(
+        &self,
+        ino: u32,
+        attr: &Attr,
+        path: &mut Vec<u8>,
+        seen: &mut HashSet<u32>,
+        visit: &mut dyn FnMut(WalkItem<'_>) -> Result<bool>,
+    ) -> Result<()> {
+        let enter = visit(WalkItem::Entry { path, ino, attr })?;
+        if attr.file_type != FileType::Directory || !enter {
+            return Ok(());
+        }
+        if !seen.insert(ino) {
+            let error = CorruptKind::DirectoryCycle { ino, child: ino }.into();
+            visit(WalkItem::Error { path, error })?;
+            return Ok(());
+        }
+        let entries = match self.readdir(ino) {
+            Ok(e) => e,
+            Err(error) => {
+                visit(WalkItem::Error { path, error })?;
+                return Ok(());
+            }
+        };
+        for e in entries {
+            let len = path.len();
+            if !path.is_empty() {
+                path.push(b'/');
+            }
+            path.extend_from_slice(&e.name);
+            match self.getattr(e.ino) {
+                Ok(a) => self.walk_dir(e.ino, &a, path, seen, visit)?,
+                Err(error) => {
+                    visit(WalkItem::Error { path, error })?;
+                }
+            }
+            path.truncate(len);
+        }
+        Ok(())
+    }
+
+    /// Per-segment usage from the SIT (read now, not cached).
+    pub fn segment_usage(&self) -> Result<SegmentUsage> {
+        let sit = read_sit(
+            &*self.vol.dev,
+            &self.vol.layout,
+            &self.vol.cp.sit_bitmap,
+            &self.vol.sit_journal,
+        )?;
+        Ok(usage(&sit))
+    }
+
+    /// Geometry, features, checkpoint and usage.
+    pub fn info(&self) -> VolumeInfo {
+        let sb = &self.vol.sb;
+        let cp = &self.vol.cp;
+        let h = &cp.head;
+        let l = &self.vol.layout;
+        let (version, init_version) = sb.versions();
+        let uuid = sb
+            .uuid()
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect::<String>();
+        let seg = uf2fs_format::BLOCKS_PER_SEG;
+        VolumeInfo {
+            label: sb.label(),
+            uuid,
+            version,
+            init_version,
+            features: feature::names(sb.features()),
+            sector_size: sb.sector_size(),
+            block_size: BLOCK_SIZE as u32,
+            block_count: l.block_count,
+            segment_count_main: l.main_segments,
+            segs_per_sec: l.segs_per_sec,
+            secs_per_zone: l.secs_per_zone,
+            areas: vec![
+                ("checkpoint", l.cp, 2 * seg),
+                ("sit", l.sit, l.sit_segments * seg),
+                ("nat", l.nat, l.nat_segments * seg),
+                ("ssa", l.ssa, l.main.saturating_sub(l.ssa)),
+                ("main", l.main, l.main_segments * seg),
+            ],
+            user_block_count: h.user_block_count.get(),
+            valid_block_count: h.valid_block_count.get(),
+            free_segment_count: h.free_segment_count.get(),
+            reserved_segment_count: h.rsvd_segment_count.get(),
+            overprov_segment_count: h.overprov_segment_count.get(),
+            valid_node_count: h.valid_node_count.get(),
+            valid_inode_count: h.valid_inode_count.get(),
+            next_free_nid: h.next_free_nid.get(),
+            max_nid: l.nat_blocks() * NAT_ENTRIES_PER_BLOCK as u32,
+            elapsed_time: h.elapsed_time.get(),
+            current_segments: cp
+                .cursegs
+                .iter()
+                .zip(CURSEG_NAMES)
+                .map(|(c, n)| {
+                    (
+                        n,
+                        c.segno,
+                        c.blkoff,
+                        if c.alloc_type == 1 { "ssr" } else { "lfs" },
+                    )
+                })
+                .collect(),
+            mount: MountInfo {
+                superblock_copy: sb.copy,
+                checkpoint_pack: cp.pack,
+                checkpoint_version: cp.version(),
+                checkpoint_flags: flags::names(cp.flags()),
+                orphan_inodes: self.vol.orphans.len(),
+                notes: self.vol.notes.clone(),
+            },
+        }
+    }
+}

@@ -1,0 +1,107 @@
+//! Node reads: nid → NAT → block, with the footer checked against what the caller expects
+//! (the nid itself, the owner inode, the node's offset in the owner's tree). A bounded cache
+//! keeps recently read node blocks.
+
+use crate::error::Result;
+use crate::mount::read_block;
+use crate::nat::Nat;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use uf2fs_device::{BlockDevice, IoCause};
+use uf2fs_format::node::Footer;
+use uf2fs_format::{Block, CorruptKind};
+
+/// Node blocks kept in memory at most (16 MiB).
+const NODE_CACHE_BLOCKS: usize = 4096;
+
+pub(crate) struct Nodes {
+    cache: Mutex<HashMap<u32, Arc<Block>>>,
+}
+
+/// What the reader of a node expects to find in its footer.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Expect {
+    pub ino: u32,
+    pub ofs: u64,
+}
+
+impl Nodes {
+    pub fn new() -> Nodes {
+        Nodes {
+            cache: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Reads node `nid` and checks its NAT entry and footer.
+    pub fn read(
+        &self,
+        dev: &dyn BlockDevice,
+        nat: &Nat,
+        nid: u32,
+        expect: Expect,
+    ) -> Result<Arc<Block>> {
+        let cached = self.cache.lock().ok().and_then(|c| c.get(&nid).cloned());
+        let block = match cached {
+            Some(b) => b,
+            None => {
+                let Some(e) = nat.lookup(dev, nid)? else {
+                    return Err(CorruptKind::NodeFooter {
+                        nid,
+                        blkaddr: 0,
+                        what: "NAT entry is free for a node in use; owner",
+                        found: 0,
+                        expected: expect.ino,
+                    }
+                    .into());
+                };
+                if e.ino != expect.ino {
+                    return Err(CorruptKind::NodeFooter {
+                        nid,
+                        blkaddr: e.block_addr,
+                        what: "NAT owner ino",
+                        found: e.ino,
+                        expected: expect.ino,
+                    }
+                    .into());
+                }
+                let b = Arc::new(read_block(
+                    dev,
+                    e.block_addr.into(),
+                    IoCause::Node,
+                    "node block",
+                )?);
+                check_footer(&b, nid, e.block_addr, expect)?;
+                if let Ok(mut c) = self.cache.lock() {
+                    if c.len() >= NODE_CACHE_BLOCKS {
+                        c.clear();
+                    }
+                    c.insert(nid, b.clone());
+                }
+                return Ok(b);
+            }
+        };
+        check_footer(&block, nid, 0, expect)?;
+        Ok(block)
+    }
+}
+
+fn check_footer(b: &Block, nid: u32, blkaddr: u32, expect: Expect) -> Result<()> {
+    let f = Footer::of(b);
+    let mismatch = |what, found, expected| CorruptKind::NodeFooter {
+        nid,
+        blkaddr,
+        what,
+        found,
+        expected,
+    };
+    if f.nid != nid {
+        return Err(mismatch("nid", f.nid, nid).into());
+    }
+    if f.ino != expect.ino {
+        return Err(mismatch("ino", f.ino, expect.ino).into());
+    }
+    if u64::from(f.ofs()) != expect.ofs {
+        return Err(mismatch("node offset", f.ofs(), expect.ofs as u32).into());
+    }
+    Ok(())
+}
