@@ -225,6 +225,98 @@ impl BlockDevice for FileDevice {
     }
 }
 
+/// A device in memory: for tests, fuzzing and crash experiments.
+pub struct MemDevice {
+    data: std::sync::RwLock<Vec<u8>>,
+    counters: IoCounters,
+    read_only: bool,
+}
+
+impl MemDevice {
+    /// A device holding `data` (its length rounded down to whole blocks).
+    pub fn new(mut data: Vec<u8>, read_only: bool) -> MemDevice {
+        data.truncate(data.len() / BLOCK_SIZE * BLOCK_SIZE);
+        MemDevice {
+            data: std::sync::RwLock::new(data),
+            counters: IoCounters::default(),
+            read_only,
+        }
+    }
+
+    /// A copy of the whole device.
+    pub fn contents(&self) -> Vec<u8> {
+        self.data.read().map(|d| d.clone()).unwrap_or_default()
+    }
+
+    fn range(&self, blkaddr: u64, len: usize, have: usize) -> io::Result<std::ops::Range<usize>> {
+        let start = usize::try_from(blkaddr)
+            .ok()
+            .and_then(|b| b.checked_mul(BLOCK_SIZE));
+        match start.and_then(|s| s.checked_add(len).map(|e| s..e)) {
+            Some(r) if r.end <= have && len % BLOCK_SIZE == 0 => Ok(r),
+            _ => Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                format!(
+                    "blocks at {blkaddr} are past the end of the device ({} blocks)",
+                    have / BLOCK_SIZE
+                ),
+            )),
+        }
+    }
+}
+
+fn poisoned() -> io::Error {
+    io::Error::other("memory device lock poisoned")
+}
+
+impl BlockDevice for MemDevice {
+    fn block_count(&self) -> u64 {
+        self.data
+            .read()
+            .map(|d| (d.len() / BLOCK_SIZE) as u64)
+            .unwrap_or(0)
+    }
+
+    fn read_blocks(&self, blkaddr: u64, buf: &mut [u8], cause: IoCause) -> io::Result<()> {
+        let d = self.data.read().map_err(|_| poisoned())?;
+        let r = self.range(blkaddr, buf.len(), d.len())?;
+        buf.copy_from_slice(d.get(r).unwrap_or(&[]));
+        self.counters
+            .record_read(cause, (buf.len() / BLOCK_SIZE) as u64);
+        Ok(())
+    }
+
+    fn write_blocks(&self, blkaddr: u64, buf: &[u8], cause: IoCause) -> io::Result<()> {
+        if self.read_only {
+            return Err(io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                "device opened read-only",
+            ));
+        }
+        let mut d = self.data.write().map_err(|_| poisoned())?;
+        let r = self.range(blkaddr, buf.len(), d.len())?;
+        if let Some(dst) = d.get_mut(r) {
+            dst.copy_from_slice(buf);
+        }
+        self.counters
+            .record_write(cause, (buf.len() / BLOCK_SIZE) as u64);
+        Ok(())
+    }
+
+    fn flush(&self) -> io::Result<()> {
+        self.counters.record_flush();
+        Ok(())
+    }
+
+    fn counters(&self) -> &IoCounters {
+        &self.counters
+    }
+
+    fn is_read_only(&self) -> bool {
+        self.read_only
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -466,24 +466,47 @@ impl Fs {
 
     /// Walks the tree below `ino` depth-first, parents before children, directories in
     /// on-disk order. A directory reached a second time is reported as a cycle and not
-    /// entered again. The visitor returns whether to enter a directory.
+    /// entered again. The visitor returns whether to enter a directory. The walk keeps its own
+    /// stack, so a hostile image's deep nesting costs memory, not the thread's stack.
     pub fn walk(
         &self,
         ino: u32,
         visit: &mut dyn FnMut(WalkItem<'_>) -> Result<bool>,
     ) -> Result<()> {
         let mut seen = HashSet::new();
-        let attr = self.getattr(ino)?;
         let mut path = Vec::new();
-        self.walk_dir(ino, &attr, &mut path, &mut seen, visit)
+        // Each open directory: the length of its path, and the entries still to visit.
+        let mut stack: Vec<(usize, std::vec::IntoIter<DirEntry>)> = Vec::new();
+        let attr = self.getattr(ino)?;
+        self.visit_one(ino, &attr, &mut path, &mut seen, &mut stack, visit)?;
+        while let Some((base, entries)) = stack.last_mut() {
+            let base = *base;
+            let Some(e) = entries.next() else {
+                stack.pop();
+                continue;
+            };
+            path.truncate(base);
+            if !path.is_empty() {
+                path.push(b'/');
+            }
+            path.extend_from_slice(&e.name);
+            match self.getattr(e.ino) {
+                Ok(a) => self.visit_one(e.ino, &a, &mut path, &mut seen, &mut stack, visit)?,
+                Err(error) => {
+                    visit(WalkItem::Error { path: &path, error })?;
+                }
+            }
+        }
+        Ok(())
     }
 
-    fn walk_dir(
+    fn visit_one(
         &self,
         ino: u32,
         attr: &Attr,
         path: &mut Vec<u8>,
         seen: &mut HashSet<u32>,
+        stack: &mut Vec<(usize, std::vec::IntoIter<DirEntry>)>,
         visit: &mut dyn FnMut(WalkItem<'_>) -> Result<bool>,
     ) -> Result<()> {
         let enter = visit(WalkItem::Entry { path, ino, attr })?;
@@ -495,26 +518,11 @@ impl Fs {
             visit(WalkItem::Error { path, error })?;
             return Ok(());
         }
-        let entries = match self.readdir(ino) {
-            Ok(e) => e,
+        match self.readdir(ino) {
+            Ok(entries) => stack.push((path.len(), entries.into_iter())),
             Err(error) => {
                 visit(WalkItem::Error { path, error })?;
-                return Ok(());
             }
-        };
-        for e in entries {
-            let len = path.len();
-            if !path.is_empty() {
-                path.push(b'/');
-            }
-            path.extend_from_slice(&e.name);
-            match self.getattr(e.ino) {
-                Ok(a) => self.walk_dir(e.ino, &a, path, seen, visit)?,
-                Err(error) => {
-                    visit(WalkItem::Error { path, error })?;
-                }
-            }
-            path.truncate(len);
         }
         Ok(())
     }

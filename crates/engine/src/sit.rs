@@ -28,7 +28,8 @@ pub(crate) fn read_sit(
     journal: &[(u32, SitEntry)],
 ) -> Result<Vec<SitEntry>> {
     let n = layout.main_segments as usize;
-    let mut out = Vec::with_capacity(n);
+    // Grown as blocks are read (no capacity from the on-disk count).
+    let mut out = Vec::new();
     let per = SIT_ENTRIES_PER_BLOCK;
     for index in 0..n.div_ceil(per) {
         let addr = sit_block_addr(layout, bitmap, index as u32);

@@ -23,11 +23,13 @@ pub fn shared_tools() -> PathBuf {
     root().join("../shared/tools")
 }
 
-/// A fresh scratch directory under target/, removed and made again.
+/// A fresh scratch directory under target/, unique to this call.
 pub fn scratch(name: &str) -> PathBuf {
+    static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let d = root()
         .join("target/scratch")
-        .join(format!("{name}-{}", std::process::id()));
+        .join(format!("{name}-{}-{n}", std::process::id()));
     let _ = fs::remove_dir_all(&d);
     fs::create_dir_all(&d).expect("create scratch dir");
     d

@@ -1,0 +1,252 @@
+//! Corrupt and hostile images: thousands of seeded mutations of real images (made by
+//! mkfs.f2fs + sload.f2fs, and by Linux) are mounted and walked whole, every file read,
+//! every xattr listed, every name looked up again. Each must end in data or a clean error:
+//! never a panic, a hang or an unbounded allocation. Mutations: random bytes in blocks that
+//! hold something, interesting 32-bit values at aligned offsets, whole blocks zeroed, and
+//! the image cut short. `UF2FS_MUTATIONS` sets the count per image (default 1500).
+
+use std::collections::HashMap;
+use std::io;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use uf2fs_device::{BlockDevice, IoCause, IoCounters, BLOCK_SIZE};
+use uf2fs_engine::{FileType, Fs, WalkItem};
+use uf2fs_testkit::{fixture, gen_tree, mkfs_sload, scratch, Rng, TreeSpec};
+
+/// The original image plus a few patched blocks, and a length that may be cut short.
+struct Patched {
+    base: Arc<Vec<u8>>,
+    patches: HashMap<u64, Box<[u8; BLOCK_SIZE]>>,
+    blocks: u64,
+    counters: IoCounters,
+}
+
+impl BlockDevice for Patched {
+    fn block_count(&self) -> u64 {
+        self.blocks
+    }
+    fn read_blocks(&self, blkaddr: u64, buf: &mut [u8], _: IoCause) -> io::Result<()> {
+        let n = (buf.len() / BLOCK_SIZE) as u64;
+        if blkaddr.checked_add(n).is_none_or(|e| e > self.blocks) {
+            return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "past the end"));
+        }
+        for (i, chunk) in buf.chunks_mut(BLOCK_SIZE).enumerate() {
+            let b = blkaddr + i as u64;
+            match self.patches.get(&b) {
+                Some(p) => chunk.copy_from_slice(&p[..]),
+                None => {
+                    let at = b as usize * BLOCK_SIZE;
+                    chunk.copy_from_slice(&self.base[at..at + BLOCK_SIZE]);
+                }
+            }
+        }
+        Ok(())
+    }
+    fn write_blocks(&self, _: u64, _: &[u8], _: IoCause) -> io::Result<()> {
+        Err(io::Error::new(io::ErrorKind::PermissionDenied, "read-only"))
+    }
+    fn flush(&self) -> io::Result<()> {
+        Ok(())
+    }
+    fn counters(&self) -> &IoCounters {
+        &self.counters
+    }
+    fn is_read_only(&self) -> bool {
+        true
+    }
+}
+
+/// Reads everything the image offers, bounded per file; returns the entries seen.
+fn exercise(fs: &Fs) -> usize {
+    let _ = fs.info();
+    let _ = fs.segment_usage();
+    let _ = fs.statfs();
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut seen = 0;
+    let _ = fs.walk(fs.root_ino(), &mut |item| {
+        let WalkItem::Entry { ino, attr, .. } = item else {
+            return Ok(true);
+        };
+        seen += 1;
+        let _ = fs.xattrs(ino);
+        match attr.file_type {
+            FileType::Regular => {
+                let mut off = 0u64;
+                while off < attr.size.min(1 << 20) {
+                    match fs.read(ino, off, &mut buf) {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => off += n as u64,
+                    }
+                }
+                let _ = fs.extents(ino, &mut |_| Ok(()));
+            }
+            FileType::Symlink => {
+                let _ = fs.readlink(ino);
+            }
+            FileType::Directory => {
+                if let Ok(entries) = fs.readdir(ino) {
+                    for e in entries.iter().take(40) {
+                        let _ = fs.lookup(ino, &e.name);
+                    }
+                }
+            }
+            _ => {}
+        }
+        Ok(true)
+    });
+    let _ = fs.resolve(b"/no/such/path", true);
+    seen
+}
+
+fn nonzero_blocks(img: &[u8]) -> Vec<u64> {
+    img.chunks(BLOCK_SIZE)
+        .enumerate()
+        .filter(|(_, b)| b.iter().any(|&x| x != 0))
+        .map(|(i, _)| i as u64)
+        .collect()
+}
+
+const INTERESTING: [u32; 10] = [
+    0,
+    1,
+    2,
+    3,
+    0xFF,
+    0x1FF,
+    0x200,
+    0x7FFF_FFFF,
+    0xFFFF_FFFE,
+    0xFFFF_FFFF,
+];
+
+fn mutate(base: &Arc<Vec<u8>>, used: &[u64], rng: &mut Rng) -> Patched {
+    let total = (base.len() / BLOCK_SIZE) as u64;
+    let mut dev = Patched {
+        base: base.clone(),
+        patches: HashMap::new(),
+        blocks: total,
+        counters: IoCounters::default(),
+    };
+    let mut block_of = |dev: &mut Patched, b: u64| -> Box<[u8; BLOCK_SIZE]> {
+        dev.patches.remove(&b).unwrap_or_else(|| {
+            let at = b as usize * BLOCK_SIZE;
+            Box::new(base[at..at + BLOCK_SIZE].try_into().unwrap())
+        })
+    };
+    let rounds = 1 + rng.below(4);
+    for _ in 0..rounds {
+        let b = used[rng.below(used.len() as u64) as usize];
+        let mut blk = block_of(&mut dev, b);
+        match rng.below(10) {
+            0..=4 => {
+                for _ in 0..1 + rng.below(8) {
+                    let at = rng.below(BLOCK_SIZE as u64) as usize;
+                    blk[at] = rng.next() as u8;
+                }
+            }
+            5..=7 => {
+                let at = rng.below(BLOCK_SIZE as u64 / 4) as usize * 4;
+                let v = if rng.below(2) == 0 {
+                    INTERESTING[rng.below(10) as usize]
+                } else {
+                    rng.next() as u32
+                };
+                blk[at..at + 4].copy_from_slice(&v.to_le_bytes());
+            }
+            8 => blk.fill(0),
+            _ => dev.blocks = 2 + rng.below(total - 2),
+        }
+        dev.patches.insert(b, blk);
+    }
+    dev
+}
+
+fn run_mutations(name: &str, img: Vec<u8>, seed: u64) {
+    let count: u64 = std::env::var("UF2FS_MUTATIONS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1500);
+    let base = Arc::new(img);
+    let used = nonzero_blocks(&base);
+    let clean = Fs::with_device(Box::new(mutate_none(&base))).expect("the unmutated image mounts");
+    let entries = exercise(&clean);
+    assert!(
+        entries > 100,
+        "{name}: the original image walks ({entries} entries)"
+    );
+    let mut rng = Rng::new(seed);
+    let (mut mounted, mut refused, mut slowest) = (0u64, 0u64, Duration::ZERO);
+    let mut failures = Vec::new();
+    for i in 0..count {
+        let dev = mutate(&base, &used, &mut rng);
+        let started = Instant::now();
+        let r = catch_unwind(AssertUnwindSafe(|| match Fs::with_device(Box::new(dev)) {
+            Ok(fs) => {
+                exercise(&fs);
+                true
+            }
+            Err(e) => {
+                assert!(!e.to_string().is_empty());
+                false
+            }
+        }));
+        let took = started.elapsed();
+        slowest = slowest.max(took);
+        match r {
+            Ok(true) => mounted += 1,
+            Ok(false) => refused += 1,
+            Err(_) => failures.push(format!("mutation {i} (seed {seed}) panicked")),
+        }
+        if took > Duration::from_secs(20) {
+            failures.push(format!("mutation {i} (seed {seed}) took {took:?}"));
+        }
+    }
+    eprintln!("{name}: {count} mutations: {mounted} mounted and walked, {refused} refused with an error, slowest {slowest:?}");
+    assert!(failures.is_empty(), "{name}: {failures:#?}");
+}
+
+fn mutate_none(base: &Arc<Vec<u8>>) -> Patched {
+    Patched {
+        base: base.clone(),
+        patches: HashMap::new(),
+        blocks: (base.len() / BLOCK_SIZE) as u64,
+        counters: IoCounters::default(),
+    }
+}
+
+#[test]
+fn mutated_sload_image() {
+    let dir = scratch("mutate-sload");
+    let src = dir.join("src");
+    gen_tree(
+        &src,
+        11,
+        TreeSpec {
+            files: 60,
+            max_file: 5_000_000,
+            big_dir: 600,
+            depth: 8,
+        },
+    );
+    let img = dir.join("img");
+    mkfs_sload(&img, 128, "", &src);
+    run_mutations("sload default", std::fs::read(&img).unwrap(), 1001);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn mutated_linux_image() {
+    let dir = scratch("mutate-linux");
+    let img = fixture("linux-default", &dir);
+    run_mutations("linux-default", std::fs::read(&img).unwrap(), 2002);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn mutated_linux_image_with_extra_features() {
+    let dir = scratch("mutate-linux-extra");
+    let img = fixture("linux-extra", &dir);
+    run_mutations("linux-extra", std::fs::read(&img).unwrap(), 3003);
+    let _ = std::fs::remove_dir_all(&dir);
+}
