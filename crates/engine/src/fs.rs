@@ -95,7 +95,7 @@ fn ser_opt_time<S: serde::Serializer>(
 fn st_blocks(i: &Inode) -> u64 {
     let mut b = i.blocks.saturating_sub(1).saturating_mul(8);
     if (i.file_type == FileType::Regular && i.has_inline_data()) || i.has_inline_dentry() {
-        b += i.size.div_ceil(512);
+        b = b.saturating_add(i.size.div_ceil(512));
     }
     b
 }

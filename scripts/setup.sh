@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Installs what uf2fs's build, demo and tests need on a fresh Debian 12 machine (as root).
+# Idempotent: installs only what is missing. The Rust toolchain itself is expected.
+set -euo pipefail
+
+need=()
+have() { command -v "$1" >/dev/null 2>&1; }
+have mkfs.f2fs && have sload.f2fs && have fsck.f2fs || need+=(f2fs-tools)
+have gcc || need+=(gcc)
+# treesum and the kernel-f2fs payloads are linked static: they need libc.a.
+[ -f /usr/lib/x86_64-linux-gnu/libc.a ] || need+=(libc6-dev)
+have gzip || need+=(gzip)
+if [ ${#need[@]} -gt 0 ]; then
+  echo "setup: installing ${need[*]}" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq >/dev/null
+  apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
+
+have cargo || { echo "setup: cargo not found: install the Rust toolchain (rustup) first" >&2; exit 1; }
+rustup component list --installed 2>/dev/null | grep -q '^rustfmt' || rustup component add rustfmt clippy
+have cargo-nextest || cargo install --locked cargo-nextest
+[ -d ../shared/tools ] || { echo "setup: ../shared/tools (the judges) must sit beside the checkout" >&2; exit 1; }
