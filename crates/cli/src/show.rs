@@ -96,7 +96,7 @@ pub fn info(image: &Path, json: bool) -> CliResult {
             format!(
                 "{} ({} MiB)",
                 info.block_count,
-                info.block_count * 4096 >> 20
+                (info.block_count * 4096) >> 20
             ),
         ),
         (

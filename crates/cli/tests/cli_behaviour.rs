@@ -2,6 +2,14 @@
 //! an error, never a panic trace; and the redundancy F2FS carries (two superblock copies,
 //! two checkpoint packs) used when one copy is damaged.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic,
+    reason = "test code: a panic is the failure report"
+)]
+
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::Path;
 use std::process::{Command, Output};

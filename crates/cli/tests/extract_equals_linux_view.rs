@@ -4,6 +4,14 @@
 //! group, xattrs, device numbers), and for every path uf2fs must report the inode number, link
 //! count and st_blocks Linux reported. Files Linux compressed must be refused by name.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic,
+    reason = "test code: a panic is the failure report"
+)]
+
 use std::collections::HashSet;
 use std::process::Command;
 use uf2fs_engine::Fs;

@@ -3,6 +3,14 @@
 //! sizes, bytes, symlink targets, hard-link groups and mtimes (sload keeps whole seconds, not
 //! owners or xattrs). Every image is first judged clean by fsck.f2fs.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic,
+    reason = "test code: a panic is the failure report"
+)]
+
 use std::process::Command;
 use uf2fs_testkit::{
     assert_fsck_clean, assert_same_view, gen_tree, mkfs_sload, run, scratch, view, TreeSpec,

@@ -253,7 +253,7 @@ impl MemDevice {
             .ok()
             .and_then(|b| b.checked_mul(BLOCK_SIZE));
         match start.and_then(|s| s.checked_add(len).map(|e| s..e)) {
-            Some(r) if r.end <= have && len % BLOCK_SIZE == 0 => Ok(r),
+            Some(r) if r.end <= have && len.is_multiple_of(BLOCK_SIZE) => Ok(r),
             _ => Err(io::Error::new(
                 io::ErrorKind::UnexpectedEof,
                 format!(

@@ -193,14 +193,14 @@ fn read_data_summaries(
         })
     };
     if cp.has_flag(flags::COMPACT_SUM) {
-        let counts = [0, 1, 2].map(|i| {
-            let c = cp.cursegs[i];
-            if c.alloc_type == 1 {
+        let mut counts = [0usize; 3];
+        for (count, c) in counts.iter_mut().zip(&cp.cursegs) {
+            *count = if c.alloc_type == 1 {
                 BLOCKS_PER_SEG as usize
             } else {
                 usize::from(c.blkoff)
-            }
-        });
+            };
+        }
         let n = compacted_blocks(counts) as u64;
         if start + n > end {
             return Err(bad("compacted summaries run into the trailing CP block"));

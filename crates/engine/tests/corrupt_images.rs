@@ -5,6 +5,14 @@
 //! hold something, interesting 32-bit values at aligned offsets, whole blocks zeroed, and
 //! the image cut short. `UF2FS_MUTATIONS` sets the count per image (default 1500).
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic,
+    reason = "test code: a panic is the failure report"
+)]
+
 use std::collections::HashMap;
 use std::io;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -128,7 +136,7 @@ fn mutate(base: &Arc<Vec<u8>>, used: &[u64], rng: &mut Rng) -> Patched {
         blocks: total,
         counters: IoCounters::default(),
     };
-    let mut block_of = |dev: &mut Patched, b: u64| -> Box<[u8; BLOCK_SIZE]> {
+    let block_of = |dev: &mut Patched, b: u64| -> Box<[u8; BLOCK_SIZE]> {
         dev.patches.remove(&b).unwrap_or_else(|| {
             let at = b as usize * BLOCK_SIZE;
             Box::new(base[at..at + BLOCK_SIZE].try_into().unwrap())
@@ -142,7 +150,7 @@ fn mutate(base: &Arc<Vec<u8>>, used: &[u64], rng: &mut Rng) -> Patched {
             0..=4 => {
                 for _ in 0..1 + rng.below(8) {
                     let at = rng.below(BLOCK_SIZE as u64) as usize;
-                    blk[at] = rng.next() as u8;
+                    blk[at] = rng.next_u64() as u8;
                 }
             }
             5..=7 => {
@@ -150,7 +158,7 @@ fn mutate(base: &Arc<Vec<u8>>, used: &[u64], rng: &mut Rng) -> Patched {
                 let v = if rng.below(2) == 0 {
                     INTERESTING[rng.below(10) as usize]
                 } else {
-                    rng.next() as u32
+                    rng.next_u64() as u32
                 };
                 blk[at..at + 4].copy_from_slice(&v.to_le_bytes());
             }

@@ -1,5 +1,13 @@
 //! Regression tests for corruptions the mutation test found, one behaviour each.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic,
+    reason = "test code: a panic is the failure report"
+)]
+
 use uf2fs_device::MemDevice;
 use uf2fs_engine::{FileType, Fs, WalkItem};
 use uf2fs_testkit::{fixture, scratch};
@@ -28,14 +36,19 @@ fn huge_i_blocks_on_inline_inode_does_not_overflow() {
     fs.walk(fs.root_ino(), &mut |item| {
         if let WalkItem::Entry { ino, attr, .. } = item {
             let i = fs.inode(ino)?;
-            if (attr.file_type == FileType::Regular && i.has_inline_data() && attr.size > 0) || i.has_inline_dentry() {
+            if (attr.file_type == FileType::Regular && i.has_inline_data() && attr.size > 0)
+                || i.has_inline_dentry()
+            {
                 inline.push(ino);
             }
         }
         Ok(true)
     })
     .unwrap();
-    assert!(inline.len() > 2, "the fixture has inline files and directories");
+    assert!(
+        inline.len() > 2,
+        "the fixture has inline files and directories"
+    );
     for &ino in inline.iter().take(20) {
         assert!(patch_inode(&mut img, ino, 24, u64::MAX) > 0);
     }

@@ -1,0 +1,163 @@
+//! `uf2fs-bench`: benchmarks that print a table and write JSON. Times are medians of several
+//! runs taken side by side in one process, and quoted as ratios: these machines are noisy.
+//!
+//! `extract`: a ~1 GiB tree of mixed files (seeded: empty, tiny inline, around the inline
+//! limit, 4-64 KiB, up to 1 MiB, just past the inode's own slots, and large files up to
+//! 40 MB, plus a 2000-entry directory) is loaded into a fresh image with mkfs.f2fs and
+//! sload.f2fs; then `uf2fs extract` of the whole image is timed against `cat` of the image
+//! file (the raw read of the bytes) and `cp -a` of the source tree (the same files read and
+//! written by the host file system).
+
+use clap::{Parser, Subcommand};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+use uf2fs_testkit::{gen_tree, mkfs_sload, run, TreeSpec};
+
+#[derive(Parser)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// extract vs cat vs cp -a on a ~1 GiB image of mixed files.
+    Extract {
+        /// Work directory (the tree, the image and the copies go here).
+        #[arg(long, default_value = "target/bench/extract")]
+        dir: PathBuf,
+        /// Runs per measurement (the median is reported).
+        #[arg(long, default_value_t = 3)]
+        runs: usize,
+        /// The uf2fs binary to measure.
+        #[arg(long, default_value = "target/release/uf2fs")]
+        uf2fs: PathBuf,
+    },
+}
+
+fn median_secs(runs: usize, mut f: impl FnMut()) -> f64 {
+    let mut t: Vec<f64> = (0..runs)
+        .map(|_| {
+            let s = Instant::now();
+            f();
+            s.elapsed().as_secs_f64()
+        })
+        .collect();
+    t.sort_by(f64::total_cmp);
+    t[t.len() / 2]
+}
+
+fn shell(cmd: &str) {
+    run(Command::new("sh").arg("-c").arg(cmd));
+}
+
+fn du_bytes(p: &Path) -> u64 {
+    run(Command::new("du").args(["-sb"]).arg(p))
+        .split_whitespace()
+        .next()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0)
+}
+
+fn extract(dir: &Path, runs: usize, uf2fs: &Path) {
+    let src = dir.join("src");
+    let img = dir.join("image.img");
+    let _ = std::fs::remove_dir_all(dir);
+    std::fs::create_dir_all(dir).expect("work dir");
+    eprintln!("bench: generating the tree");
+    let stats = gen_tree(
+        &src,
+        42,
+        TreeSpec {
+            files: 370,
+            max_file: 40_000_000,
+            big_dir: 2000,
+            depth: 10,
+        },
+    );
+    eprintln!(
+        "bench: {} entries, {} bytes; mkfs + sload",
+        stats.entries, stats.bytes
+    );
+    mkfs_sload(&img, 1536, "", &src);
+    let image_bytes = std::fs::metadata(&img).map(|m| m.len()).unwrap_or(0);
+    let (s, i, u) = (
+        src.display().to_string(),
+        img.display().to_string(),
+        uf2fs.display().to_string(),
+    );
+    let out = dir.join("out").display().to_string();
+    let cp_out = dir.join("cp").display().to_string();
+    // One pass of each first, so every measurement runs with the page cache equally warm.
+    shell(&format!("cat '{i}' > /dev/null; rm -rf '{out}'; '{u}' extract '{i}' '{out}'; rm -rf '{cp_out}'; cp -a '{s}' '{cp_out}'"));
+    let verify = run(Command::new("diff").args(["-r", "--no-dereference", &s, &out]));
+    assert!(
+        verify.is_empty(),
+        "the extracted tree differs from the source"
+    );
+    let t_cat = median_secs(runs, || shell(&format!("cat '{i}' > /dev/null")));
+    let t_extract = median_secs(runs, || {
+        shell(&format!("rm -rf '{out}' && '{u}' extract '{i}' '{out}'"))
+    });
+    let t_cp = median_secs(runs, || {
+        shell(&format!("rm -rf '{cp_out}' && cp -a '{s}' '{cp_out}'"))
+    });
+    let data = du_bytes(&src);
+    let mib = |b: u64, t: f64| b as f64 / t / (1 << 20) as f64;
+    println!("extract benchmark: {} entries, {:.0} MiB of file data, image {:.0} MiB, median of {runs} runs", stats.entries, stats.bytes as f64 / 1048576.0, image_bytes as f64 / 1048576.0);
+    println!(
+        "{:<34} {:>9} {:>12} {:>10}",
+        "what", "seconds", "MiB/s", "ratio"
+    );
+    println!(
+        "{:<34} {:>9.3} {:>12.0} {:>10}",
+        "cat IMAGE > /dev/null (raw read)",
+        t_cat,
+        mib(image_bytes, t_cat),
+        "1.00"
+    );
+    println!(
+        "{:<34} {:>9.3} {:>12.0} {:>10.2}",
+        "uf2fs extract IMAGE DEST",
+        t_extract,
+        mib(stats.bytes, t_extract),
+        t_extract / t_cat
+    );
+    println!(
+        "{:<34} {:>9.3} {:>12.0} {:>10.2}",
+        "cp -a SRC DEST (host fs)",
+        t_cp,
+        mib(stats.bytes, t_cp),
+        t_cp / t_cat
+    );
+    println!(
+        "uf2fs extract / cat = {:.2}; uf2fs extract / cp -a = {:.2}",
+        t_extract / t_cat,
+        t_extract / t_cp
+    );
+    let json = serde_json::json!({
+        "benchmark": "extract",
+        "entries": stats.entries,
+        "file_bytes": stats.bytes,
+        "image_bytes": image_bytes,
+        "du_bytes": data,
+        "runs": runs,
+        "seconds": { "cat_image": t_cat, "uf2fs_extract": t_extract, "cp_a": t_cp },
+        "ratio_extract_over_cat": t_extract / t_cat,
+        "ratio_extract_over_cp": t_extract / t_cp,
+    });
+    let path = dir.join("extract.json");
+    std::fs::write(
+        &path,
+        serde_json::to_string_pretty(&json).unwrap_or_default(),
+    )
+    .expect("write JSON");
+    println!("JSON: {}", path.display());
+}
+
+fn main() {
+    match Cli::parse().cmd {
+        Cmd::Extract { dir, runs, uf2fs } => extract(&dir, runs, &uf2fs),
+    }
+}
