@@ -14,7 +14,7 @@ use uf2fs_format::nat::{
 };
 use uf2fs_format::sit::{entries, parse_sit_journal, sit_block_addr, SitEntry};
 use uf2fs_format::summary::{JOURNAL_BODY, JOURNAL_SIZE};
-use uf2fs_format::{le16, le32, BLOCKS_PER_SEG, BLOCK_SIZE};
+use uf2fs_format::{le16, le32, BLOCKS_PER_SEG};
 use uf2fs_fuzz::{layout_default, sink, to_block};
 
 fn journals(nat_count: u16, nat_body: &[u8], sit_count: u16, sit_body: &[u8], main_segs: u32) {
@@ -93,5 +93,4 @@ fuzz_target!(|data: &[u8]| {
         sink(nat_block_addr(&layout, &block[..], i));
         sink(sit_block_addr(&layout, &block[..], i));
     }
-    let _ = BLOCK_SIZE;
 });
