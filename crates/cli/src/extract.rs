@@ -35,6 +35,8 @@ struct Extractor<'a> {
     dirs: Vec<(PathBuf, Attr)>,
     failures: usize,
     bar: Option<ProgressBar>,
+    /// Bytes of file data copied so far (for the progress bar).
+    copied: u64,
     buf: Vec<u8>,
 }
 
@@ -121,6 +123,7 @@ impl Extractor<'_> {
         } else {
             let buf = &mut self.buf;
             let bar = &self.bar;
+            let copied = &mut self.copied;
             let mut write_err = None;
             fs.extents(ino, &mut |e| {
                 let mut done = 0;
@@ -133,8 +136,9 @@ impl Extractor<'_> {
                         write_err = Some(err);
                         return Err(Error::InvalidArgument("write failed"));
                     }
+                    *copied += n * 4096;
                     if let Some(b) = bar {
-                        b.inc(n * 4096);
+                        b.set_message(indicatif::HumanBytes(*copied).to_string());
                     }
                     done += n;
                 }
@@ -200,11 +204,12 @@ pub fn run(image: &Path, dest: &Path, path: &str, force: bool) -> CliResult {
     } else {
         dest.to_path_buf()
     };
+    // Counts entries against the checkpoint's inode count (exact for a whole image, an upper
+    // bound for a subtree); the message shows the bytes copied.
     let bar = std::io::stderr().is_terminal().then(|| {
-        let total = fs.info().valid_block_count * 4096;
-        let b = ProgressBar::new(total);
+        let b = ProgressBar::new(u64::from(fs.info().valid_inode_count));
         b.set_style(
-            ProgressStyle::with_template("{bar:40} {bytes}/{total_bytes} {bytes_per_sec} {msg}")
+            ProgressStyle::with_template("{bar:40} {pos}/{len} files, {msg} {elapsed}")
                 .unwrap_or_else(|_| ProgressStyle::default_bar()),
         );
         b
@@ -217,6 +222,7 @@ pub fn run(image: &Path, dest: &Path, path: &str, force: bool) -> CliResult {
         dirs: Vec::new(),
         failures: 0,
         bar,
+        copied: 0,
         buf: Vec::new(),
     };
     if !x.as_root {
@@ -231,6 +237,9 @@ pub fn run(image: &Path, dest: &Path, path: &str, force: bool) -> CliResult {
                 ino,
                 attr,
             } => {
+                if let Some(b) = &x.bar {
+                    b.inc(1);
+                }
                 let target = if rel.is_empty() {
                     dest.clone()
                 } else {
