@@ -22,5 +22,6 @@ pub use error::{Error, Result};
 pub use fs::{type_name, Attr, DirEntry, Extent, Fs, StatFs, WalkItem};
 pub use mount::{MountInfo, VolumeInfo};
 pub use sit::SegmentUsage;
+
 pub use uf2fs_format::inode::{FileType, Inode, Time};
 pub use uf2fs_format::{CorruptKind, Incompatible};
