@@ -90,6 +90,7 @@ fn seed_image(img: &Img, out: &mut Out) {
         out.put("checkpoint", &format!("{name}-pack{pack}"), &s);
         s[0] |= 1;
         s.extend_from_slice(img.block(addr + 1));
+        s.extend_from_slice(img.block(addr + 2));
         out.put("checkpoint", &format!("{name}-pack{pack}-payload-fixcrc"), &s);
     }
 
