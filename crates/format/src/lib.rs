@@ -12,6 +12,7 @@ pub mod checkpoint;
 pub mod crc;
 pub mod dentry;
 pub mod error;
+pub mod geometry;
 pub mod hash;
 pub mod inode;
 pub mod nat;
