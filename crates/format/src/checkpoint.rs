@@ -349,7 +349,7 @@ impl Checkpoint {
         self.head
             .cp_pack_start_sum
             .get()
-            .saturating_sub(1 + cp_payload)
+            .saturating_sub(cp_payload.saturating_add(1))
     }
 
     /// The `cp_ver` value a node written under this checkpoint carries in its footer.
@@ -436,6 +436,41 @@ mod tests {
                 ..
             })
         ));
+    }
+
+    /// Found by the `checkpoint` fuzz target: `1 + cp_payload` overflowed for a payload count
+    /// no superblock check had bounded.
+    #[test]
+    fn orphan_block_count_with_huge_payload_does_not_overflow() {
+        let mut b = cp_block(5);
+        b[132..136].copy_from_slice(&flags::ORPHAN_PRESENT.to_le_bytes());
+        b[140..144].copy_from_slice(&3u32.to_le_bytes());
+        let crc = f2fs_crc32(F2FS_SUPER_MAGIC, &b[..4092]);
+        b[4092..].copy_from_slice(&crc.to_le_bytes());
+        let cp = CpBlock::parse(&b, 512).unwrap();
+        let layout = crate::superblock::Layout {
+            block_count: 1 << 20,
+            segment0: 512,
+            cp: 512,
+            sit: 1536,
+            nat: 2560,
+            ssa: 3584,
+            main: 4096,
+            main_segments: 248,
+            segs_per_sec: 1,
+            secs_per_zone: 1,
+            sit_segments: 2,
+            nat_segments: 2,
+        };
+        let mut b2 = *cp.block;
+        b2[156..160].copy_from_slice(&64u32.to_le_bytes());
+        b2[160..164].copy_from_slice(&64u32.to_le_bytes());
+        let crc = f2fs_crc32(F2FS_SUPER_MAGIC, &b2[..4092]);
+        b2[4092..].copy_from_slice(&crc.to_le_bytes());
+        let cp =
+            Checkpoint::assemble(CpBlock::parse(&b2, 512).unwrap(), 1, 512, &[], &layout).unwrap();
+        assert_eq!(cp.orphan_blocks(u32::MAX), 0);
+        assert_eq!(cp.orphan_blocks(0), 2);
     }
 
     #[test]

@@ -161,7 +161,7 @@ impl<'a> Iterator for DentryIter<'a> {
 
 /// Hash buckets at `level` of a directory with `dir_level`.
 pub fn buckets_at(level: u32, dir_level: u8) -> u64 {
-    let l = level + u32::from(dir_level);
+    let l = level.saturating_add(u32::from(dir_level));
     if l < 31 {
         1u64 << l
     } else {
