@@ -2,6 +2,7 @@
 //! 1 on an error (one line on stderr), 2 on bad usage.
 
 mod extract;
+mod mkfs;
 mod show;
 
 use clap::{Parser, Subcommand};
@@ -22,6 +23,27 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Cmd {
+    /// Make an F2FS file system (mkfs.f2fs 1.15's layout) on an image file or block device.
+    Mkfs {
+        image: PathBuf,
+        /// Size with K/M/G/T suffix; makes the image file when it does not exist.
+        #[arg(long)]
+        size: Option<String>,
+        /// Overprovision percentage (default: the ratio that leaves the most space).
+        #[arg(long, short = 'o')]
+        overprovision: Option<f64>,
+        /// Segments per section (the cleaner's unit).
+        #[arg(long, short = 's', default_value_t = 1)]
+        segs_per_sec: u32,
+        #[arg(long, short = 'l', default_value = "")]
+        label: String,
+        /// Comma-separated: extra_attr, inode_checksum, flexible_inline_xattr, inode_crtime, lost_found, sb_checksum.
+        #[arg(long, short = 'O', default_value = "")]
+        features: String,
+        /// Overwrite an image or device that holds data.
+        #[arg(long, short = 'f')]
+        force: bool,
+    },
     /// Geometry, features, checkpoint and usage of an image.
     Info {
         image: PathBuf,
@@ -77,6 +99,23 @@ fn main() -> ExitCode {
         .init();
     let cli = Cli::parse();
     let result = match cli.cmd {
+        Cmd::Mkfs {
+            image,
+            size,
+            overprovision,
+            segs_per_sec,
+            label,
+            features,
+            force,
+        } => mkfs::run(mkfs::Args {
+            image: &image,
+            size: size.as_deref(),
+            overprovision,
+            segs_per_sec,
+            label: &label,
+            features: &features,
+            force,
+        }),
         Cmd::Info { image, json } => show::info(&image, json),
         Cmd::Ls {
             long,

@@ -30,6 +30,8 @@ pub enum Error {
     NoAttribute,
     #[error("invalid argument: {0}")]
     InvalidArgument(&'static str),
+    #[error("{0}")]
+    Unsupported(String),
 }
 
 pub type Result<T> = std::result::Result<T, Error>;
@@ -64,6 +66,7 @@ impl Error {
             Error::NameTooLong => 36,                  // ENAMETOOLONG
             Error::NoAttribute => 61,                  // ENODATA
             Error::InvalidArgument(_) => 22,           // EINVAL
+            Error::Unsupported(_) => 95,               // EOPNOTSUPP
         }
     }
 }

@@ -12,6 +12,7 @@ mod dir;
 mod error;
 mod file;
 mod fs;
+mod mkfs;
 mod mount;
 mod nat;
 mod node;
@@ -20,8 +21,11 @@ mod xattr;
 
 pub use error::{Error, Result};
 pub use fs::{type_name, Attr, DirEntry, Extent, Fs, StatFs, WalkItem};
+pub use mkfs::{mkfs, parse_features, MkfsOptions, MKFS_FEATURES};
 pub use mount::{MountInfo, VolumeInfo};
 pub use sit::SegmentUsage;
+pub use uf2fs_format::geometry::Geometry;
 
+pub use uf2fs_device;
 pub use uf2fs_format::inode::{FileType, Inode, Time};
 pub use uf2fs_format::{CorruptKind, Incompatible};

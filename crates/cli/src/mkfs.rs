@@ -1,0 +1,142 @@
+//! `mkfs`: argument checks (size suffixes, refusing to overwrite data without --force), then
+//! the engine's mkfs on an image file (made when it does not exist) or a block device.
+
+use crate::{CliResult, Failure};
+use std::io::Read;
+use std::path::Path;
+use uf2fs_engine::uf2fs_device::FileDevice;
+use uf2fs_engine::{mkfs, parse_features, MkfsOptions};
+
+/// Parses `512M`, `2G`, `1.5T`, `4096` (bytes), with K/M/G/T as powers of 1024.
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let (num, mult) = match t.char_indices().last() {
+        Some((i, c)) if c.is_ascii_alphabetic() => {
+            let m = match c.to_ascii_uppercase() {
+                'K' => 1u64 << 10,
+                'M' => 1 << 20,
+                'G' => 1 << 30,
+                'T' => 1 << 40,
+                _ => {
+                    return Err(format!(
+                        "size {s:?}: unknown suffix {c:?} (use K, M, G or T)"
+                    ))
+                }
+            };
+            (t.get(..i).unwrap_or(""), m)
+        }
+        _ => (t, 1),
+    };
+    let v: f64 = num
+        .parse()
+        .map_err(|_| format!("size {s:?} is not a number"))?;
+    if !(v.is_finite() && v > 0.0) {
+        return Err(format!("size {s:?} must be positive"));
+    }
+    let bytes = v * mult as f64;
+    if bytes > u64::MAX as f64 / 2.0 {
+        return Err(format!("size {s:?} is too large"));
+    }
+    Ok(bytes as u64)
+}
+
+/// Whether the first MiB of `path` holds anything but zeros.
+fn has_data(path: &Path) -> std::io::Result<bool> {
+    let mut buf = Vec::with_capacity(1 << 20);
+    std::fs::File::open(path)?
+        .take(1 << 20)
+        .read_to_end(&mut buf)?;
+    Ok(buf.iter().any(|&b| b != 0))
+}
+
+pub struct Args<'a> {
+    pub image: &'a Path,
+    pub size: Option<&'a str>,
+    pub overprovision: Option<f64>,
+    pub segs_per_sec: u32,
+    pub label: &'a str,
+    pub features: &'a str,
+    pub force: bool,
+}
+
+pub fn run(a: Args<'_>) -> CliResult {
+    let shown = a.image.display();
+    let size = a.size.map(parse_size).transpose()?;
+    let features = parse_features(a.features).map_err(|e| format!("--features: {e}"))?;
+    match std::fs::metadata(a.image) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let Some(size) = size else {
+                return Err(Failure::Msg(format!(
+                    "{shown} does not exist: give --size to make an image file"
+                )));
+            };
+            let f = std::fs::File::create_new(a.image).map_err(|e| format!("{shown}: {e}"))?;
+            f.set_len(size).map_err(|e| format!("{shown}: {e}"))?;
+        }
+        Err(e) => return Err(Failure::Msg(format!("{shown}: {e}"))),
+        Ok(m) => {
+            if m.is_dir() {
+                return Err(Failure::Msg(format!("{shown} is a directory")));
+            }
+            if !a.force && has_data(a.image).map_err(|e| format!("{shown}: {e}"))? {
+                return Err(Failure::Msg(format!(
+                    "{shown} is not empty: use --force to overwrite it"
+                )));
+            }
+            if m.is_file() {
+                if let Some(size) = size {
+                    if size != m.len() {
+                        if !a.force && m.len() != 0 {
+                            return Err(Failure::Msg(format!(
+                                "{shown} has {} bytes, not {size}: use --force to resize it",
+                                m.len()
+                            )));
+                        }
+                        let f = std::fs::OpenOptions::new()
+                            .write(true)
+                            .open(a.image)
+                            .map_err(|e| format!("{shown}: {e}"))?;
+                        f.set_len(size).map_err(|e| format!("{shown}: {e}"))?;
+                    }
+                }
+            }
+        }
+    }
+    let dev = FileDevice::open(a.image, true).map_err(|e| format!("{shown}: {e}"))?;
+    let opts = MkfsOptions {
+        size,
+        overprovision: a.overprovision,
+        segs_per_sec: a.segs_per_sec,
+        label: a.label.to_owned(),
+        features,
+        ..MkfsOptions::default()
+    };
+    let g = mkfs(&dev, &opts).map_err(|e| format!("{shown}: {e}"))?;
+    println!(
+        "{shown}: F2FS, {} MiB, {} main segments of 2 MiB ({} per section), overprovision {:.3}% ({} segments, {} reserved), {} MiB for data",
+        (g.block_count * 4096) >> 20,
+        g.segment_count_main,
+        g.segs_per_sec,
+        g.overprovision,
+        g.overprov_segments,
+        g.reserved_segments,
+        (g.user_block_count * 4096) >> 20
+    );
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_size;
+
+    #[test]
+    fn sizes_parse_with_suffixes() {
+        assert_eq!(parse_size("512M"), Ok(512 << 20));
+        assert_eq!(parse_size("1.5G"), Ok(3 << 29));
+        assert_eq!(parse_size("4096"), Ok(4096));
+        assert_eq!(parse_size("2t"), Ok(2 << 40));
+        assert!(parse_size("12Q").is_err());
+        assert!(parse_size("-1G").is_err());
+        assert!(parse_size("").is_err());
+    }
+}

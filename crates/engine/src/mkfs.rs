@@ -1,0 +1,590 @@
+//! mkfs: a fresh F2FS volume with mkfs.f2fs 1.15's layout (see `uf2fs_format::geometry`) and
+//! its first contents: the root directory, lost+found when asked, NAT block 0, the SIT and NAT
+//! journals, the first checkpoint pack (unmount, compacted summaries, nat_bits) and an empty
+//! second pack (version 0), then both superblock copies.
+//!
+//! Order: the old superblocks are erased first and the new ones written last, after a flush,
+//! so a device whose mkfs was interrupted holds no superblock that points at half-written
+//! metadata. The block at the warm-node log's start is zeroed so that nothing stale can pass
+//! for a roll-forward chain.
+
+use crate::error::{Error, Result};
+use std::time::{SystemTime, UNIX_EPOCH};
+use uf2fs_device::{BlockDevice, IoCause};
+use uf2fs_format::checkpoint::{flags, RawCheckpoint, CP_CHECKSUM_OFFSET};
+use uf2fs_format::crc::{f2fs_crc32, F2FS_SUPER_MAGIC};
+use uf2fs_format::geometry::{plan, Geometry, GeometryOptions};
+use uf2fs_format::hash::dentry_hash;
+use uf2fs_format::inode::{checksum_seed, compute_checksum, inline_flags, I_ADDR_OFFSET};
+use uf2fs_format::nat::RawNatEntry;
+use uf2fs_format::node::FOOTER_OFFSET;
+use uf2fs_format::summary::{JOURNAL_SIZE, SUM_TYPE_NODE};
+use uf2fs_format::superblock::{feature, RawSuperblock, SB_CHECKSUM_OFFSET, SB_OFFSET};
+use uf2fs_format::{Block, BLOCKS_PER_SEG, BLOCK_SIZE};
+use zerocopy::{FromZeros, IntoBytes};
+
+/// Features `uf2fs mkfs` can make; others are refused by name.
+pub const MKFS_FEATURES: u32 = feature::EXTRA_ATTR
+    | feature::INODE_CHKSUM
+    | feature::FLEXIBLE_INLINE_XATTR
+    | feature::INODE_CRTIME
+    | feature::LOST_FOUND
+    | feature::SB_CHKSUM;
+
+/// Features that live in the extra inode area.
+const NEED_EXTRA_ATTR: u32 = feature::INODE_CHKSUM
+    | feature::FLEXIBLE_INLINE_XATTR
+    | feature::INODE_CRTIME
+    | feature::PRJQUOTA
+    | feature::COMPRESSION;
+
+/// mkfs.f2fs's default file-name extensions: cold (media and archives) then hot.
+const COLD_EXTENSIONS: [&str; 36] = [
+    "mp", "wm", "og", "jp", "avi", "m4v", "m4p", "mkv", "mov", "webm", "wav", "m4a", "3gp", "opus",
+    "flac", "gif", "png", "svg", "webp", "jar", "deb", "iso", "gz", "xz", "zst", "pdf", "pyc",
+    "ttc", "ttf", "exe", "apk", "cnt", "exo", "odex", "vdex", "so",
+];
+const HOT_EXTENSIONS: [&str; 4] = ["db", "vmdk", "vdi", "qcow2"];
+
+/// What the user chooses.
+#[derive(Debug, Clone)]
+pub struct MkfsOptions {
+    /// Bytes of the device to use (the whole device when `None`).
+    pub size: Option<u64>,
+    pub overprovision: Option<f64>,
+    pub segs_per_sec: u32,
+    pub label: String,
+    /// Feature bits (see [`MKFS_FEATURES`]).
+    pub features: u32,
+    /// Fixed uuid and time, for reproducible images; random and now otherwise.
+    pub uuid: Option<[u8; 16]>,
+    pub time: Option<u64>,
+    pub root_uid: u32,
+    pub root_gid: u32,
+}
+
+impl Default for MkfsOptions {
+    fn default() -> Self {
+        MkfsOptions {
+            size: None,
+            overprovision: None,
+            segs_per_sec: 1,
+            label: String::new(),
+            features: 0,
+            uuid: None,
+            time: None,
+            root_uid: 0,
+            root_gid: 0,
+        }
+    }
+}
+
+/// Parses a comma-separated feature list as mkfs.f2fs's `-O` spells it.
+pub fn parse_features(list: &str) -> Result<u32> {
+    let mut bits = 0;
+    for name in list.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+        let bit = feature::NAMES
+            .iter()
+            .find(|(_, n)| *n == name)
+            .map(|(b, _)| *b);
+        match bit {
+            Some(b) if b & MKFS_FEATURES != 0 => bits |= b,
+            Some(_) => {
+                return Err(Error::Unsupported(format!(
+                    "uf2fs mkfs cannot make the {name} feature yet"
+                )))
+            }
+            None => return Err(Error::Unsupported(format!("unknown feature {name:?}"))),
+        }
+    }
+    if bits & NEED_EXTRA_ATTR != 0 && bits & feature::EXTRA_ATTR == 0 {
+        return Err(Error::Unsupported(
+            "inode_checksum, flexible_inline_xattr and inode_crtime need extra_attr".into(),
+        ));
+    }
+    Ok(bits)
+}
+
+fn random_bytes<const N: usize>() -> [u8; N] {
+    let mut b = [0u8; N];
+    // Fall back to the clock if /dev/urandom is not there (the uuid must only differ).
+    if std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut b))
+        .is_err()
+    {
+        let t = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0);
+        for (i, x) in b.iter_mut().enumerate() {
+            *x = (t >> ((i % 16) * 8)) as u8 ^ i as u8;
+        }
+    }
+    b
+}
+
+/// Bytes of the extra inode area mkfs gives its inodes: the smallest covering the features.
+fn extra_isize(features: u32) -> u16 {
+    if features & feature::COMPRESSION != 0 {
+        36
+    } else if features & feature::INODE_CRTIME != 0 {
+        24
+    } else if features & feature::INODE_CHKSUM != 0 {
+        12
+    } else if features & feature::PRJQUOTA != 0 {
+        8
+    } else {
+        4
+    }
+}
+
+fn put(b: &mut [u8], at: usize, bytes: &[u8]) {
+    if let Some(dst) = b.get_mut(at..at + bytes.len()) {
+        dst.copy_from_slice(bytes);
+    }
+}
+
+struct Writer<'a> {
+    dev: &'a dyn BlockDevice,
+}
+
+impl Writer<'_> {
+    fn block(&self, addr: u64, b: &Block, cause: IoCause) -> Result<()> {
+        self.dev
+            .write_blocks(addr, b, cause)
+            .map_err(|e| Error::io(format!("mkfs: block {addr}"), e))
+    }
+
+    fn zero(&self, addr: u64, blocks: u64) -> Result<()> {
+        let chunk = vec![0u8; 256 * BLOCK_SIZE];
+        let mut done = 0;
+        while done < blocks {
+            let n = (blocks - done).min(256);
+            let buf = chunk.get(..n as usize * BLOCK_SIZE).unwrap_or(&[]);
+            self.dev
+                .write_blocks(addr + done, buf, IoCause::Meta)
+                .map_err(|e| {
+                    Error::io(
+                        format!("mkfs: zeroing blocks {}..{}", addr + done, addr + done + n),
+                        e,
+                    )
+                })?;
+            done += n;
+        }
+        Ok(())
+    }
+}
+
+/// A directory inode as mkfs writes the root and lost+found.
+#[allow(clippy::too_many_arguments)]
+fn dir_inode(
+    o: &MkfsOptions,
+    nid: u32,
+    mode: u16,
+    links: u32,
+    pino: u32,
+    name: &[u8],
+    data_addr: u32,
+    next_blkaddr: u32,
+    time: u64,
+    seed: u32,
+) -> Block {
+    let mut b = [0u8; BLOCK_SIZE];
+    put(&mut b, 0, &mode.to_le_bytes());
+    put(&mut b, 4, &o.root_uid.to_le_bytes());
+    put(&mut b, 8, &o.root_gid.to_le_bytes());
+    put(&mut b, 12, &links.to_le_bytes());
+    put(&mut b, 16, &(BLOCK_SIZE as u64).to_le_bytes());
+    put(&mut b, 24, &2u64.to_le_bytes());
+    for at in [32, 40, 48] {
+        put(&mut b, at, &time.to_le_bytes());
+    }
+    put(&mut b, 72, &1u32.to_le_bytes()); // i_current_depth
+    put(&mut b, 84, &pino.to_le_bytes());
+    put(&mut b, 88, &(name.len() as u32).to_le_bytes());
+    put(&mut b, 92, name);
+    let mut extra_words = 0;
+    if o.features & feature::EXTRA_ATTR != 0 {
+        let isize = extra_isize(o.features);
+        b[3] = inline_flags::EXTRA_ATTR;
+        put(&mut b, I_ADDR_OFFSET, &isize.to_le_bytes());
+        if o.features & feature::INODE_CRTIME != 0 {
+            put(&mut b, I_ADDR_OFFSET + 12, &time.to_le_bytes());
+        }
+        extra_words = usize::from(isize / 4);
+    }
+    put(
+        &mut b,
+        I_ADDR_OFFSET + 4 * extra_words,
+        &data_addr.to_le_bytes(),
+    );
+    put(&mut b, FOOTER_OFFSET, &nid.to_le_bytes());
+    put(&mut b, FOOTER_OFFSET + 4, &nid.to_le_bytes());
+    put(&mut b, FOOTER_OFFSET + 12, &1u64.to_le_bytes()); // cp_ver of mkfs's nodes
+    put(&mut b, FOOTER_OFFSET + 20, &next_blkaddr.to_le_bytes());
+    if o.features & feature::INODE_CHKSUM != 0 {
+        let crc = compute_checksum(seed, &b);
+        put(&mut b, I_ADDR_OFFSET + 8, &crc.to_le_bytes());
+    }
+    b
+}
+
+/// A dentry block with '.', '..' and the given entries (name, ino), each a directory.
+fn dentry_block(me: u32, parent: u32, entries: &[(&[u8], u32)]) -> Block {
+    let mut b = [0u8; BLOCK_SIZE];
+    let mut slot = 0usize;
+    let mut add = |b: &mut Block, name: &[u8], ino: u32, hash: u32| {
+        let e = 30 + slot * 11;
+        put(b, e, &hash.to_le_bytes());
+        put(b, e + 4, &ino.to_le_bytes());
+        put(b, e + 8, &(name.len() as u16).to_le_bytes());
+        put(b, e + 10, &[2]); // directory
+        put(b, 2384 + slot * 8, name);
+        for s in slot..slot + name.len().div_ceil(8) {
+            if let Some(byte) = b.get_mut(s / 8) {
+                *byte |= 1 << (s % 8);
+            }
+        }
+        slot += name.len().div_ceil(8);
+    };
+    add(&mut b, b".", me, 0);
+    add(&mut b, b"..", parent, 0);
+    for (name, ino) in entries {
+        add(&mut b, name, *ino, dentry_hash(name));
+    }
+    b
+}
+
+fn sit_journal_entry(b: &mut [u8], at: usize, segno: u32, seg_type: u16, valid: u16) {
+    put(b, at, &segno.to_le_bytes());
+    put(b, at + 4, &((seg_type << 10) | valid).to_le_bytes());
+    for i in 0..usize::from(valid) {
+        if let Some(byte) = b.get_mut(at + 6 + i / 8) {
+            *byte |= 0x80 >> (i % 8);
+        }
+    }
+}
+
+/// Formats `dev`. Returns the layout made.
+pub fn mkfs(dev: &dyn BlockDevice, o: &MkfsOptions) -> Result<Geometry> {
+    let features = o.features;
+    if features & !MKFS_FEATURES != 0 {
+        return Err(Error::Unsupported(format!(
+            "uf2fs mkfs cannot make features {:?} yet",
+            feature::names(features & !MKFS_FEATURES)
+        )));
+    }
+    let device_bytes = dev.block_count() * BLOCK_SIZE as u64;
+    let bytes = o.size.unwrap_or(device_bytes);
+    if bytes > device_bytes {
+        return Err(Error::Unsupported(format!(
+            "size {bytes} is larger than the device ({device_bytes} bytes)"
+        )));
+    }
+    let label: Vec<u16> = o.label.encode_utf16().collect();
+    if label.len() > 512 {
+        return Err(Error::Unsupported(
+            "the label is longer than 512 UTF-16 units".into(),
+        ));
+    }
+    let mut g = plan(&GeometryOptions {
+        device_bytes: bytes,
+        sector_size: 512,
+        segs_per_sec: o.segs_per_sec,
+        secs_per_zone: 1,
+        overprovision: o.overprovision,
+    })
+    .map_err(|e| Error::Unsupported(e.to_string()))?;
+    // mkfs.f2fs 1.15 counts free segments (and user blocks) over every whole segment of the
+    // device, including those past the last whole section that the main area does not have;
+    // fsck.f2fs then rejects its image. We count the main area's segments only.
+    let free_segments = g
+        .segment_count_main
+        .checked_sub(6)
+        .ok_or_else(|| Error::Unsupported("the device is too small".into()))?;
+    let user_segments = g
+        .segment_count_main
+        .checked_sub(g.overprov_segments)
+        .filter(|&n| n > 0)
+        .ok_or_else(|| {
+            Error::Unsupported("the device is too small for this overprovision".into())
+        })?;
+    let w = Writer { dev };
+    let time = o.time.unwrap_or_else(|| {
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0)
+    });
+    let uuid = o.uuid.unwrap_or_else(random_bytes::<16>);
+    let seed = checksum_seed(&uuid);
+    let seg = u64::from(BLOCKS_PER_SEG);
+    let main = u64::from(g.main_blkaddr);
+    let seg_addr = |segno: u32| main + u64::from(segno) * seg;
+    let [hot_data, warm_data, cold_data, hot_node, warm_node, cold_node] = g.cursegs;
+    let lpf = features & feature::LOST_FOUND != 0;
+    let lpf_nid = 4u32;
+    let n_lpf = u32::from(lpf);
+
+    // 1. No old superblock survives an interrupted mkfs.
+    w.zero(0, 2)?;
+    dev.flush().map_err(|e| Error::io("mkfs: flush", e))?;
+    // 2. SIT copy 0 and the first copy of every NAT segment pair start out empty.
+    w.zero(
+        u64::from(g.sit_blkaddr),
+        u64::from(g.segment_count_sit / 2) * seg,
+    )?;
+    for pair in 0..u64::from(g.segment_count_nat / 2) {
+        w.zero(u64::from(g.nat_blkaddr) + pair * 2 * seg, seg)?;
+    }
+    // 3. Root and lost+found inodes, their dentry blocks; nothing stale at the warm node log.
+    let root_addr = seg_addr(hot_node) as u32;
+    let root_data = seg_addr(hot_data) as u32;
+    let root_entries: Vec<(&[u8], u32)> = if lpf {
+        vec![(b"lost+found".as_slice(), lpf_nid)]
+    } else {
+        vec![]
+    };
+    let root = dir_inode(
+        o,
+        3,
+        0o40755,
+        2 + n_lpf,
+        0,
+        b"",
+        root_data,
+        root_addr + 1,
+        time,
+        seed,
+    );
+    w.block(u64::from(root_addr), &root, IoCause::Node)?;
+    w.block(
+        u64::from(root_data),
+        &dentry_block(3, 3, &root_entries),
+        IoCause::UserData,
+    )?;
+    if lpf {
+        let lpf_inode = dir_inode(
+            o,
+            lpf_nid,
+            0o40700,
+            2,
+            3,
+            b"lost+found",
+            root_data + 1,
+            root_addr + 2,
+            time,
+            seed,
+        );
+        w.block(u64::from(root_addr) + 1, &lpf_inode, IoCause::Node)?;
+        w.block(
+            u64::from(root_data) + 1,
+            &dentry_block(lpf_nid, 3, &[]),
+            IoCause::UserData,
+        )?;
+    }
+    w.zero(seg_addr(warm_node), 1)?;
+    // 4. NAT block 0: the node and meta inodes (address 1: "in use") and the root.
+    let mut nat = [0u8; BLOCK_SIZE];
+    for (nid, addr) in [(1u32, 1u32), (2, 1), (3, root_addr)] {
+        let mut e = RawNatEntry::new_zeroed();
+        e.ino.set(nid);
+        e.block_addr.set(addr);
+        put(&mut nat, nid as usize * 9, e.as_bytes());
+    }
+    w.block(u64::from(g.nat_blkaddr), &nat, IoCause::Meta)?;
+    // 5. Checkpoint pack 1.
+    let version = u64::from(u32::from_le_bytes(random_bytes::<4>()) >> 1 | 1);
+    let nat_bits_bytes = u64::from(g.segment_count_nat) / 2 * seg / 8;
+    let nat_bits_blocks = (8 + 2 * nat_bits_bytes).div_ceil(BLOCK_SIZE as u64);
+    let total = 6 + g.cp_payload;
+    let mut cp = RawCheckpoint::new_zeroed();
+    cp.checkpoint_ver.set(version);
+    cp.user_block_count.set(u64::from(user_segments) * seg);
+    cp.valid_block_count.set(2 + 2 * u64::from(n_lpf));
+    cp.rsvd_segment_count.set(g.reserved_segments);
+    cp.overprov_segment_count.set(g.overprov_segments);
+    cp.free_segment_count.set(free_segments);
+    // Logs 0..3 of each kind are in use; the other five slots are "none".
+    let none = u32::MAX;
+    let data = [hot_data, warm_data, cold_data, none, none, none, none, none];
+    let node = [hot_node, warm_node, cold_node, none, none, none, none, none];
+    for (slot, v) in cp.cur_data_segno.iter_mut().zip(data) {
+        slot.set(v);
+    }
+    for (slot, v) in cp.cur_node_segno.iter_mut().zip(node) {
+        slot.set(v);
+    }
+    cp.cur_node_blkoff[0].set(1 + n_lpf as u16);
+    cp.cur_data_blkoff[0].set(1 + n_lpf as u16);
+    let mut cp_flags = flags::UMOUNT | flags::COMPACT_SUM;
+    if u64::from(total) <= seg - nat_bits_blocks {
+        cp_flags |= flags::NAT_BITS;
+    }
+    cp.ckpt_flags.set(cp_flags);
+    cp.cp_pack_total_block_count.set(total);
+    cp.cp_pack_start_sum.set(1 + g.cp_payload);
+    cp.valid_node_count.set(1 + n_lpf);
+    cp.valid_inode_count.set(1 + n_lpf);
+    cp.next_free_nid.set(4 + n_lpf);
+    cp.sit_ver_bitmap_bytesize
+        .set((u64::from(g.segment_count_sit) / 2 * seg / 8) as u32);
+    cp.nat_ver_bitmap_bytesize.set(nat_bits_bytes as u32);
+    cp.checksum_offset.set(CP_CHECKSUM_OFFSET);
+    let cp_block = |cp: &RawCheckpoint| -> (Block, u32) {
+        let mut b = [0u8; BLOCK_SIZE];
+        put(&mut b, 0, cp.as_bytes());
+        let crc = f2fs_crc32(
+            F2FS_SUPER_MAGIC,
+            b.get(..CP_CHECKSUM_OFFSET as usize).unwrap_or(&[]),
+        );
+        put(&mut b, CP_CHECKSUM_OFFSET as usize, &crc.to_le_bytes());
+        (b, crc)
+    };
+    let (cp1, crc1) = cp_block(&cp);
+    let pack1 = u64::from(g.segment0_blkaddr);
+    w.block(pack1, &cp1, IoCause::Checkpoint)?;
+    w.zero(pack1 + 1, u64::from(g.cp_payload))?;
+    // Compacted data summaries: NAT journal, SIT journal, then the hot data entries.
+    let mut sum = [0u8; BLOCK_SIZE];
+    put(&mut sum, 0, &(1 + n_lpf as u16).to_le_bytes());
+    let mut nat_j = vec![(3u32, root_addr)];
+    if lpf {
+        nat_j.push((lpf_nid, root_addr + 1));
+    }
+    for (i, (nid, addr)) in nat_j.iter().enumerate() {
+        let at = 2 + i * 13;
+        put(&mut sum, at, &nid.to_le_bytes());
+        put(&mut sum, at + 5, &nid.to_le_bytes());
+        put(&mut sum, at + 9, &addr.to_le_bytes());
+    }
+    let sj = JOURNAL_SIZE;
+    put(&mut sum, sj, &6u16.to_le_bytes());
+    let sit = [
+        (hot_node, 3u16, 1 + n_lpf as u16),
+        (warm_node, 4, 0),
+        (g.cursegs[5], 5, 0),
+        (hot_data, 0, 1 + n_lpf as u16),
+        (g.cursegs[1], 1, 0),
+        (g.cursegs[2], 2, 0),
+    ];
+    for (i, (segno, t, valid)) in sit.iter().enumerate() {
+        sit_journal_entry(&mut sum, sj + 2 + i * 78, *segno, *t, *valid);
+    }
+    let entries = 2 * JOURNAL_SIZE;
+    put(&mut sum, entries, &3u32.to_le_bytes());
+    if lpf {
+        put(&mut sum, entries + 7, &lpf_nid.to_le_bytes());
+    }
+    let start_sum = pack1 + 1 + u64::from(g.cp_payload);
+    w.block(start_sum, &sum, IoCause::Checkpoint)?;
+    // Node summaries (an unmount checkpoint carries them): hot node has the root (and lpf).
+    let mut node_sum = [0u8; BLOCK_SIZE];
+    node_sum[BLOCK_SIZE - 5] = SUM_TYPE_NODE;
+    let mut hot_sum = node_sum;
+    put(&mut hot_sum, 0, &3u32.to_le_bytes());
+    if lpf {
+        put(&mut hot_sum, 7, &lpf_nid.to_le_bytes());
+    }
+    w.block(start_sum + 1, &hot_sum, IoCause::Checkpoint)?;
+    w.block(start_sum + 2, &node_sum, IoCause::Checkpoint)?;
+    w.block(start_sum + 3, &node_sum, IoCause::Checkpoint)?;
+    w.block(pack1 + u64::from(total) - 1, &cp1, IoCause::Checkpoint)?;
+    if cp_flags & flags::NAT_BITS != 0 {
+        // Header (this CP's version and CRC), full bits (none), empty bits (all but block 0).
+        let mut bits = vec![0u8; (nat_bits_blocks as usize) * BLOCK_SIZE];
+        put(
+            &mut bits,
+            0,
+            &(version | (u64::from(crc1) << 32)).to_le_bytes(),
+        );
+        let empty = 8 + nat_bits_bytes as usize;
+        if let Some(e) = bits.get_mut(empty..empty + nat_bits_bytes as usize) {
+            e.fill(0xFF);
+            if let Some(first) = e.first_mut() {
+                *first &= !1;
+            }
+        }
+        let at = pack1 + seg - nat_bits_blocks;
+        dev.write_blocks(at, &bits, IoCause::Checkpoint)
+            .map_err(|e| Error::io("mkfs: nat_bits", e))?;
+    }
+    // 6. Pack 2: version 0, so that pack 1 is the one mounted.
+    cp.checkpoint_ver.set(0);
+    let (cp2, _) = cp_block(&cp);
+    let pack2 = pack1 + seg;
+    w.block(pack2, &cp2, IoCause::Checkpoint)?;
+    w.zero(pack2 + 1, u64::from(g.cp_payload))?;
+    w.block(pack2 + u64::from(total) - 1, &cp2, IoCause::Checkpoint)?;
+    dev.flush().map_err(|e| Error::io("mkfs: flush", e))?;
+    // 7. The superblocks, last.
+    let sb = superblock(&g, o, &uuid, &label);
+    let mut b = [0u8; BLOCK_SIZE];
+    put(&mut b, SB_OFFSET, sb.as_bytes());
+    w.block(0, &b, IoCause::Meta)?;
+    w.block(1, &b, IoCause::Meta)?;
+    dev.flush().map_err(|e| Error::io("mkfs: flush", e))?;
+    g.free_segments = free_segments;
+    g.user_block_count = u64::from(user_segments) * seg;
+    Ok(g)
+}
+
+fn superblock(g: &Geometry, o: &MkfsOptions, uuid: &[u8; 16], label: &[u16]) -> RawSuperblock {
+    let mut sb = RawSuperblock::new_zeroed();
+    sb.magic.set(F2FS_SUPER_MAGIC);
+    // The tools' version fields: the on-disk format is that of f2fs-tools 1.15.
+    sb.major_ver.set(1);
+    sb.minor_ver.set(15);
+    sb.log_sectorsize.set(g.log_sectorsize);
+    sb.log_sectors_per_block.set(g.log_sectors_per_block);
+    sb.log_blocksize.set(12);
+    sb.log_blocks_per_seg.set(9);
+    sb.segs_per_sec.set(g.segs_per_sec);
+    sb.secs_per_zone.set(g.secs_per_zone);
+    sb.block_count.set(g.block_count);
+    sb.section_count.set(g.section_count);
+    sb.segment_count.set(g.segment_count);
+    sb.segment_count_ckpt.set(g.segment_count_ckpt);
+    sb.segment_count_sit.set(g.segment_count_sit);
+    sb.segment_count_nat.set(g.segment_count_nat);
+    sb.segment_count_ssa.set(g.segment_count_ssa);
+    sb.segment_count_main.set(g.segment_count_main);
+    sb.segment0_blkaddr.set(g.segment0_blkaddr);
+    sb.cp_blkaddr.set(g.segment0_blkaddr);
+    sb.sit_blkaddr.set(g.sit_blkaddr);
+    sb.nat_blkaddr.set(g.nat_blkaddr);
+    sb.ssa_blkaddr.set(g.ssa_blkaddr);
+    sb.main_blkaddr.set(g.main_blkaddr);
+    sb.root_ino.set(3);
+    sb.node_ino.set(1);
+    sb.meta_ino.set(2);
+    sb.uuid = *uuid;
+    for (dst, u) in sb.volume_name.iter_mut().zip(label) {
+        dst.set(*u);
+    }
+    for (dst, ext) in sb
+        .extension_list
+        .iter_mut()
+        .zip(COLD_EXTENSIONS.iter().chain(HOT_EXTENSIONS.iter()))
+    {
+        put(dst, 0, ext.as_bytes());
+    }
+    sb.extension_count.set(COLD_EXTENSIONS.len() as u32);
+    sb.hot_ext_count = HOT_EXTENSIONS.len() as u8;
+    sb.cp_payload.set(g.cp_payload);
+    let version = format!("uf2fs {}", env!("CARGO_PKG_VERSION"));
+    put(&mut sb.version, 0, version.as_bytes());
+    put(&mut sb.init_version, 0, version.as_bytes());
+    sb.feature.set(o.features);
+    if o.features & feature::SB_CHKSUM != 0 {
+        sb.checksum_offset.set(SB_CHECKSUM_OFFSET);
+        let crc = f2fs_crc32(
+            F2FS_SUPER_MAGIC,
+            sb.as_bytes()
+                .get(..SB_CHECKSUM_OFFSET as usize)
+                .unwrap_or(&[]),
+        );
+        sb.crc.set(crc);
+    }
+    sb
+}
