@@ -330,3 +330,71 @@ pub fn fixtures() -> Vec<String> {
     v.sort();
     v
 }
+
+/// What a kernel-f2fs run left: the job's exit code, its log, dmesg, and $OUT's files.
+pub struct KernelRun {
+    pub exit: i32,
+    pub out: PathBuf,
+    pub job_log: String,
+    pub dmesg: String,
+}
+
+impl KernelRun {
+    /// F2FS lines in dmesg that report trouble (errors, warnings, inconsistency, fsck).
+    pub fn f2fs_complaints(&self) -> Vec<String> {
+        self.dmesg
+            .lines()
+            .filter(|l| l.contains("F2FS-fs"))
+            .filter(|l| {
+                let l = l.to_lowercase();
+                [
+                    "error",
+                    "warn",
+                    "inconsistent",
+                    "corrupt",
+                    "fsck",
+                    "invalid",
+                    "wrong",
+                ]
+                .iter()
+                .any(|w| l.contains(w))
+            })
+            .map(str::to_owned)
+            .collect()
+    }
+}
+
+/// Runs `job` (busybox sh, in /mnt) on `img` under Linux through ../shared/tools/kernel-f2fs,
+/// with the static treesum in `$PAYLOAD`.
+pub fn kernel_f2fs(img: &Path, job: &str, work: &Path) -> KernelRun {
+    let payload = work.join("payload");
+    fs::create_dir_all(&payload).expect("payload dir");
+    fs::copy(treesum(), payload.join("treesum")).expect("copy treesum");
+    let job_path = work.join("job.sh");
+    fs::write(&job_path, job).expect("job");
+    let out = work.join("kernel-out");
+    let (_, stdout, stderr) = try_run(
+        Command::new(shared_tools().join("kernel-f2fs"))
+            .arg("--out")
+            .arg(&out)
+            .arg("--payload")
+            .arg(&payload)
+            .arg(img)
+            .arg(&job_path),
+    );
+    let read = |name: &str| {
+        fs::read(out.join(name))
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+            .unwrap_or_default()
+    };
+    let exit = read("exit_code")
+        .trim()
+        .parse()
+        .unwrap_or_else(|_| panic!("kernel-f2fs gave no exit code:\n{stdout}\n{stderr}"));
+    KernelRun {
+        exit,
+        job_log: read("job.log"),
+        dmesg: read("dmesg.txt"),
+        out: out.join("files"),
+    }
+}
