@@ -4,6 +4,7 @@
 mod extract;
 mod mkfs;
 mod show;
+mod write;
 
 use clap::{Parser, Subcommand};
 use std::io::Write;
@@ -43,6 +44,28 @@ enum Cmd {
         /// Overwrite an image or device that holds data.
         #[arg(long, short = 'f')]
         force: bool,
+    },
+    /// Make a directory inside the image.
+    Mkdir {
+        /// Make missing parents too, and accept an existing directory.
+        #[arg(short = 'p')]
+        parents: bool,
+        image: PathBuf,
+        path: String,
+    },
+    /// Copy one host file into the image at PATH (or into PATH if it is a directory).
+    Put {
+        image: PathBuf,
+        host_file: PathBuf,
+        path: String,
+    },
+    /// Copy a host tree into the image under PATH (default /), keeping modes, owners, times,
+    /// symlinks, hard links, device nodes, fifos, sockets and holes.
+    Import {
+        image: PathBuf,
+        src: PathBuf,
+        #[arg(default_value = "/")]
+        path: String,
     },
     /// Geometry, features, checkpoint and usage of an image.
     Info {
@@ -116,6 +139,17 @@ fn main() -> ExitCode {
             features: &features,
             force,
         }),
+        Cmd::Mkdir {
+            parents,
+            image,
+            path,
+        } => write::mkdir(&image, &path, parents),
+        Cmd::Put {
+            image,
+            host_file,
+            path,
+        } => write::put(&image, &host_file, &path),
+        Cmd::Import { image, src, path } => write::import(&image, &src, &path),
         Cmd::Info { image, json } => show::info(&image, json),
         Cmd::Ls {
             long,

@@ -32,6 +32,18 @@ pub enum Error {
     InvalidArgument(&'static str),
     #[error("{0}")]
     Unsupported(String),
+    #[error("no space left on the device")]
+    NoSpace,
+    #[error("read-only: {0}")]
+    ReadOnly(String),
+    #[error("file exists")]
+    Exists,
+    #[error("directory not empty")]
+    NotEmpty,
+    #[error("operation not permitted: {0}")]
+    NotPermitted(&'static str),
+    #[error("file too large")]
+    FileTooBig,
 }
 
 pub type Result<T> = std::result::Result<T, Error>;
@@ -67,6 +79,12 @@ impl Error {
             Error::NoAttribute => 61,                  // ENODATA
             Error::InvalidArgument(_) => 22,           // EINVAL
             Error::Unsupported(_) => 95,               // EOPNOTSUPP
+            Error::NoSpace => 28,                      // ENOSPC
+            Error::ReadOnly(_) => 30,                  // EROFS
+            Error::Exists => 17,                       // EEXIST
+            Error::NotEmpty => 39,                     // ENOTEMPTY
+            Error::NotPermitted(_) => 1,               // EPERM
+            Error::FileTooBig => 27,                   // EFBIG
         }
     }
 }

@@ -1,10 +1,12 @@
 //! `Fs`: the engine's API. Inode numbers are F2FS nids. Every method takes `&self`: caches sit
 //! behind their own locks and device reads are positional, so readers run concurrently.
 
+use crate::checkpoint::{write_checkpoint, WriteState};
 use crate::error::{Error, Result};
-use crate::mount::{mount, MountInfo, VolumeInfo};
+use crate::mount::{mount, read_block, MountInfo, VolumeInfo};
 use crate::nat::Nat;
 use crate::node::{Expect, Nodes};
+use crate::segment::Segments;
 use crate::sit::{read_sit, usage, SegmentUsage};
 use std::collections::{HashMap, HashSet};
 use std::ops::ControlFlow;
@@ -32,10 +34,12 @@ pub(crate) struct Vol {
     pub cp: Checkpoint,
     pub nat: Nat,
     pub nodes: Nodes,
-    inodes: Mutex<HashMap<u32, Arc<Inode>>>,
+    pub(crate) inodes: Mutex<HashMap<u32, Arc<Inode>>>,
     sit_journal: Vec<(u32, SitEntry)>,
     orphans: Vec<u32>,
     notes: Vec<String>,
+    /// The writable state; `None` for a read-only mount.
+    pub(crate) write: Option<Mutex<WriteState>>,
 }
 
 /// A run of `len` file blocks from file block `fblk` stored at `addr..addr+len`.
@@ -158,10 +162,34 @@ impl Fs {
         Fs::with_device(Box::new(dev))
     }
 
-    /// Mounts the volume on `dev`.
+    /// Mounts the volume on `dev`, read-only.
     pub fn with_device(dev: Box<dyn BlockDevice>) -> Result<Fs> {
+        Fs::mount_on(dev, false)
+    }
+
+    /// Opens the image file or block device at `path` for reading and writing.
+    pub fn open_rw(path: &Path) -> Result<Fs> {
+        let dev = FileDevice::open(path, true)
+            .map_err(|e| Error::io(format!("{}", path.display()), e))?;
+        Fs::mount_on(Box::new(dev), true)
+    }
+
+    /// Mounts the volume on `dev` for reading and writing.
+    pub fn with_device_rw(dev: Box<dyn BlockDevice>) -> Result<Fs> {
+        Fs::mount_on(dev, true)
+    }
+
+    fn mount_on(dev: Box<dyn BlockDevice>, writable: bool) -> Result<Fs> {
+        if writable && dev.is_read_only() {
+            return Err(Error::ReadOnly("the device is opened read-only".into()));
+        }
         let m = mount(&*dev)?;
         let layout = m.sb.layout();
+        let write = if writable {
+            Some(Mutex::new(Fs::write_state(&*dev, &m)?))
+        } else {
+            None
+        };
         let nat = Nat::new(layout, m.cp.nat_bitmap.clone(), m.nat_journal);
         let vol = Vol {
             dev,
@@ -174,8 +202,115 @@ impl Fs {
             notes: m.notes,
             sb: m.sb,
             cp: m.cp,
+            write,
         };
         Ok(Fs { vol })
+    }
+
+    /// What writing needs beyond reading: the whole SIT, the logs and their summaries.
+    fn write_state(dev: &dyn BlockDevice, m: &crate::mount::Mounted) -> Result<WriteState> {
+        let layout = m.sb.layout();
+        let features = m.sb.features() & !uf2fs_format::superblock::feature::KNOWN_WRITABLE;
+        if features != 0 {
+            return Err(Error::ReadOnly(format!(
+                "writing images with {} is not supported yet",
+                uf2fs_format::superblock::feature::names(features).join(", ")
+            )));
+        }
+        let cpf = m.cp.flags();
+        if cpf
+            & (flags::ERROR
+                | flags::FSCK
+                | flags::RESIZEFS
+                | flags::DISABLED
+                | flags::QUOTA_NEED_FSCK)
+            != 0
+        {
+            return Err(Error::ReadOnly(format!(
+                "the checkpoint asks for fsck first ({})",
+                flags::names(cpf).join(",")
+            )));
+        }
+        if !m.cp.has_flag(flags::UMOUNT) {
+            // Roll-forward recovery of fsync'd nodes is not done yet: writing would lose them.
+            return Err(Error::ReadOnly(
+                "the image was not cleanly unmounted (roll-forward recovery is not supported yet)"
+                    .into(),
+            ));
+        }
+        if !m.orphans.is_empty() {
+            return Err(Error::ReadOnly(
+                "the image has orphan inodes to remove (not supported yet)".into(),
+            ));
+        }
+        let sit = read_sit(dev, &layout, &m.cp.sit_bitmap, &m.sit_journal)?;
+        let journal: Vec<u32> = m.sit_journal.iter().map(|(s, _)| *s).collect();
+        let mut sums: [Vec<uf2fs_format::summary::RawSummary>; 6] = Default::default();
+        for (i, s) in m.summaries.iter().enumerate() {
+            if let Some(dst) = sums.get_mut(i) {
+                *dst = s.entries.clone();
+            }
+        }
+        if !m.has_node_summaries {
+            // Rebuild the node logs' summaries from the footers of the blocks written so far.
+            for (i, c) in m.cp.cursegs.iter().enumerate().skip(3) {
+                let base = u64::from(layout.main)
+                    + u64::from(c.segno) * u64::from(uf2fs_format::BLOCKS_PER_SEG);
+                for off in 0..usize::from(c.blkoff) {
+                    let b = read_block(dev, base + off as u64, IoCause::Node, "node block")?;
+                    let nid = uf2fs_format::node::Footer::of(&b).nid;
+                    if let Some(e) = sums.get_mut(i).and_then(|v| v.get_mut(off)) {
+                        e.nid.set(nid);
+                    }
+                }
+            }
+        }
+        let h = &m.cp.head;
+        Ok(WriteState {
+            segs: Segments::new(layout, sit, &journal, &m.cp, sums),
+            version: m.cp.version(),
+            pack: m.cp.pack,
+            sit_bitmap: m.cp.sit_bitmap.clone(),
+            head: h.clone(),
+            valid_blocks: h.valid_block_count.get(),
+            valid_nodes: h.valid_node_count.get(),
+            valid_inodes: h.valid_inode_count.get(),
+            orphans: Vec::new(),
+            mounted_at: std::time::Instant::now(),
+            checkpoints: 0,
+        })
+    }
+
+    pub(crate) fn ws(&self) -> Result<std::sync::MutexGuard<'_, WriteState>> {
+        self.vol
+            .write
+            .as_ref()
+            .ok_or(Error::ReadOnly("the volume is mounted read-only".into()))?
+            .lock()
+            .map_err(|_| Error::InvalidArgument("internal lock poisoned by an earlier failure"))
+    }
+
+    /// Writes a checkpoint: everything changed so far becomes durable.
+    pub fn sync(&self) -> Result<()> {
+        let mut ws = self.ws()?;
+        write_checkpoint(&self.vol, &mut ws, true)
+    }
+
+    /// Writes the final checkpoint and closes the volume.
+    pub fn unmount(self) -> Result<()> {
+        if self.vol.write.is_some() {
+            self.sync()?;
+        }
+        Ok(())
+    }
+
+    /// Checkpoints written since mount.
+    pub fn checkpoints_written(&self) -> u64 {
+        self.ws().map(|w| w.checkpoints).unwrap_or(0)
+    }
+
+    pub(crate) fn vol(&self) -> &Vol {
+        &self.vol
     }
 
     pub fn root_ino(&self) -> u32 {

@@ -8,6 +8,7 @@
 //! by the format layer before use. The SIT is read only when asked for (`info`), so that a
 //! damaged SIT does not keep files from being read.
 
+mod checkpoint;
 mod dir;
 mod error;
 mod file;
@@ -16,7 +17,9 @@ mod mkfs;
 mod mount;
 mod nat;
 mod node;
+mod segment;
 mod sit;
+mod write;
 mod xattr;
 
 pub use error::{Error, Result};
@@ -25,6 +28,7 @@ pub use mkfs::{mkfs, parse_features, MkfsOptions, MKFS_FEATURES};
 pub use mount::{MountInfo, VolumeInfo};
 pub use sit::SegmentUsage;
 pub use uf2fs_format::geometry::Geometry;
+pub use write::NewInode;
 
 pub use uf2fs_device;
 pub use uf2fs_format::inode::{FileType, Inode, Time};

@@ -36,6 +36,10 @@ pub(crate) struct Mounted {
     pub orphans: Vec<u32>,
     /// Why the other superblock copy or checkpoint pack was not used, if it was not.
     pub notes: Vec<String>,
+    /// Summaries of the six current segments (node ones empty unless the pack has them).
+    pub summaries: [Summary; 6],
+    /// Whether the pack carried node summaries.
+    pub has_node_summaries: bool,
 }
 
 fn read_superblock(dev: &dyn BlockDevice) -> Result<(Superblock, Vec<String>)> {
@@ -163,12 +167,38 @@ pub(crate) fn mount(dev: &dyn BlockDevice) -> Result<Mounted> {
     }
     let start = cp.pack_addr + u64::from(cp.head.cp_pack_start_sum.get());
     let last = cp.pack_addr + total - 1; // the trailing CP block
-    let summaries = read_data_summaries(dev, &cp, start, last)?;
-    let [hot, _, cold] = summaries;
-    let nat_journal = parse_nat_journal(hot.journal_count, &hot.journal)?
+    let (data, n) = read_data_summaries(dev, &cp, start, last)?;
+    let nat_journal = parse_nat_journal(data[0].journal_count, &data[0].journal)?
         .into_iter()
         .collect::<HashMap<_, _>>();
-    let sit_journal = parse_sit_journal(cold.journal_count, &cold.journal, layout.main_segments)?;
+    let sit_journal = parse_sit_journal(
+        data[2].journal_count,
+        &data[2].journal,
+        layout.main_segments,
+    )?;
+    let has_node_summaries = cp.has_flag(flags::UMOUNT) || cp.has_flag(flags::FASTBOOT);
+    let mut node = [Summary::empty(), Summary::empty(), Summary::empty()];
+    if has_node_summaries {
+        let at = start + n;
+        if at + 3 > last {
+            return Err(CorruptKind::Summary {
+                which: "node summaries in the checkpoint pack",
+                why: "run into the trailing CP block",
+            }
+            .into());
+        }
+        for (i, s) in node.iter_mut().enumerate() {
+            *s = Summary::from_block(&read_block(
+                dev,
+                at + i as u64,
+                IoCause::Checkpoint,
+                "node summary",
+            )?);
+        }
+    }
+    let [d0, d1, d2] = data;
+    let [n0, n1, n2] = node;
+    let summaries = [d0, d1, d2, n0, n1, n2];
     Ok(Mounted {
         sb,
         cp,
@@ -176,6 +206,8 @@ pub(crate) fn mount(dev: &dyn BlockDevice) -> Result<Mounted> {
         sit_journal,
         orphans,
         notes,
+        summaries,
+        has_node_summaries,
     })
 }
 
@@ -185,7 +217,7 @@ fn read_data_summaries(
     cp: &Checkpoint,
     start: u64,
     end: u64,
-) -> Result<[Summary; 3]> {
+) -> Result<([Summary; 3], u64)> {
     let bad = |why| {
         Error::Corrupt(CorruptKind::Summary {
             which: "data summaries in the checkpoint pack",
@@ -208,7 +240,7 @@ fn read_data_summaries(
         let blocks = (0..n)
             .map(|i| read_block(dev, start + i, IoCause::Checkpoint, "compacted summary"))
             .collect::<Result<Vec<_>>>()?;
-        Ok(parse_compacted(&blocks, counts)?)
+        Ok((parse_compacted(&blocks, counts)?, n))
     } else {
         if start + 3 > end {
             return Err(bad("summary blocks run into the trailing CP block"));
@@ -222,7 +254,7 @@ fn read_data_summaries(
                 "summary",
             )?);
         }
-        Ok(out)
+        Ok((out, 3))
     }
 }
 

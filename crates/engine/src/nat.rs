@@ -1,59 +1,103 @@
-//! NAT lookups: the journal first, then the current copy of the NAT block, with a bounded
-//! cache of NAT blocks. Every address handed out is checked to lie in the main area.
+//! NAT lookups and changes. Reads go to the journal map first (the entries the checkpoint's
+//! NAT journal held, plus every entry changed since), then to the current copy of the NAT
+//! block, through a bounded cache. Every address handed out is checked to lie in the main
+//! area.
+//!
+//! Writing: a changed entry goes into the journal map. At a checkpoint the map is written as
+//! the NAT journal when it fits (38 entries); otherwise every NAT block it touches is written
+//! whole to its other copy, the version bitmap bit flips, and the map empties (the kernel's
+//! rule). Free nids are found by scanning NAT blocks from the start, lazily; a nid freed
+//! since the last checkpoint is not reused before the next one.
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::mount::read_block;
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::{Arc, Mutex, MutexGuard};
 use uf2fs_device::{BlockDevice, IoCause};
 use uf2fs_format::nat::{
-    check_nid, entry_in_block, nat_block_addr, NatEntry, NAT_ENTRIES_PER_BLOCK,
+    check_nid, entry_in_block, nat_block_addr, NatEntry, RawNatEntry, NAT_ENTRIES_PER_BLOCK,
+    NAT_JOURNAL_ENTRIES,
 };
 use uf2fs_format::superblock::Layout;
 use uf2fs_format::{Block, CorruptKind};
+use zerocopy::{FromZeros, IntoBytes};
 
 /// NAT blocks kept in memory at most (16 MiB).
 const NAT_CACHE_BLOCKS: usize = 4096;
+const PER_BLOCK: u32 = NAT_ENTRIES_PER_BLOCK as u32;
+
+struct Inner {
+    bitmap: Vec<u8>,
+    journal: BTreeMap<u32, NatEntry>,
+    cache: HashMap<u32, Arc<Block>>,
+    /// Nids known to be free and not yet handed out.
+    free: BTreeSet<u32>,
+    /// Nids freed since the last checkpoint.
+    freed: BTreeSet<u32>,
+    /// Next NAT block the free-nid scan reads.
+    scan_next: u32,
+}
+
+/// NAT journal entries, as a checkpoint writes them.
+pub(crate) type NatJournal = Vec<(u32, NatEntry)>;
 
 pub(crate) struct Nat {
     layout: Layout,
-    bitmap: Vec<u8>,
-    journal: HashMap<u32, NatEntry>,
-    cache: Mutex<HashMap<u32, Arc<Block>>>,
+    inner: Mutex<Inner>,
+}
+
+fn poisoned() -> Error {
+    Error::InvalidArgument("internal lock poisoned by an earlier failure")
 }
 
 impl Nat {
     pub fn new(layout: Layout, bitmap: Vec<u8>, journal: HashMap<u32, NatEntry>) -> Nat {
+        let inner = Inner {
+            bitmap,
+            journal: journal.into_iter().collect(),
+            cache: HashMap::new(),
+            free: BTreeSet::new(),
+            freed: BTreeSet::new(),
+            scan_next: 0,
+        };
         Nat {
             layout,
-            bitmap,
-            journal,
-            cache: Mutex::new(HashMap::new()),
+            inner: Mutex::new(inner),
         }
     }
 
-    fn block(&self, dev: &dyn BlockDevice, index: u32) -> Result<Arc<Block>> {
-        if let Some(b) = self.cache.lock().map_err(|_| poisoned())?.get(&index) {
+    fn lock(&self) -> Result<MutexGuard<'_, Inner>> {
+        self.inner.lock().map_err(|_| poisoned())
+    }
+
+    fn block(&self, inner: &mut Inner, dev: &dyn BlockDevice, index: u32) -> Result<Arc<Block>> {
+        if let Some(b) = inner.cache.get(&index) {
             return Ok(b.clone());
         }
-        let addr = nat_block_addr(&self.layout, &self.bitmap, index);
+        let addr = nat_block_addr(&self.layout, &inner.bitmap, index);
         let b = Arc::new(read_block(dev, addr, IoCause::Meta, "NAT block")?);
-        let mut cache = self.cache.lock().map_err(|_| poisoned())?;
-        if cache.len() >= NAT_CACHE_BLOCKS {
-            cache.clear();
+        if inner.cache.len() >= NAT_CACHE_BLOCKS {
+            inner.cache.clear();
         }
-        cache.insert(index, b.clone());
+        inner.cache.insert(index, b.clone());
         Ok(b)
+    }
+
+    fn entry_locked(&self, inner: &mut Inner, dev: &dyn BlockDevice, nid: u32) -> Result<NatEntry> {
+        check_nid(&self.layout, nid)?;
+        if let Some(e) = inner.journal.get(&nid) {
+            return Ok(*e);
+        }
+        Ok(entry_in_block(
+            &*self.block(inner, dev, nid / PER_BLOCK)?,
+            nid,
+        ))
     }
 
     /// The entry of `nid`, raw (may be free).
     pub fn entry(&self, dev: &dyn BlockDevice, nid: u32) -> Result<NatEntry> {
-        check_nid(&self.layout, nid)?;
-        if let Some(e) = self.journal.get(&nid) {
-            return Ok(*e);
-        }
-        let index = nid / NAT_ENTRIES_PER_BLOCK as u32;
-        Ok(entry_in_block(&*self.block(dev, index)?, nid))
+        let mut inner = self.lock()?;
+        self.entry_locked(&mut inner, dev, nid)
     }
 
     /// The block address of node `nid`, checked; `None` if the nid is free.
@@ -71,8 +115,98 @@ impl Nat {
         }
         Ok(Some(e))
     }
-}
 
-fn poisoned() -> crate::Error {
-    crate::Error::InvalidArgument("internal lock poisoned by an earlier failure")
+    /// Records a new entry for `nid`.
+    pub fn set(&self, nid: u32, e: NatEntry) -> Result<()> {
+        check_nid(&self.layout, nid)?;
+        self.lock()?.journal.insert(nid, e);
+        Ok(())
+    }
+
+    /// A free nid, taken (the caller sets its entry before the next checkpoint).
+    pub fn alloc(&self, dev: &dyn BlockDevice) -> Result<u32> {
+        let mut inner = self.lock()?;
+        let max_block = self.layout.nat_blocks();
+        loop {
+            if let Some(nid) = inner.free.pop_first() {
+                // Still free? (The journal may have taken it since the scan.)
+                if self.entry_locked(&mut inner, dev, nid)?.is_free() && !inner.freed.contains(&nid)
+                {
+                    return Ok(nid);
+                }
+                continue;
+            }
+            if inner.scan_next >= max_block {
+                return Err(Error::NoSpace);
+            }
+            let index = inner.scan_next;
+            inner.scan_next += 1;
+            let block = self.block(&mut inner, dev, index)?;
+            for k in 0..PER_BLOCK {
+                let nid = index * PER_BLOCK + k;
+                // nid 0 is never used; 1 and 2 are the node and meta inodes.
+                if nid < 3 {
+                    continue;
+                }
+                let e = match inner.journal.get(&nid) {
+                    Some(e) => *e,
+                    None => entry_in_block(&block, nid),
+                };
+                if e.is_free() && !inner.freed.contains(&nid) {
+                    inner.free.insert(nid);
+                }
+            }
+        }
+    }
+
+    /// At a checkpoint: if the journal map does not fit the NAT journal, writes every NAT
+    /// block it touches to that block's other copy and flips its bitmap bit. Returns the
+    /// entries for the journal and the (new) version bitmap.
+    pub fn flush_for_checkpoint(&self, dev: &dyn BlockDevice) -> Result<(NatJournal, Vec<u8>)> {
+        let mut inner = self.lock()?;
+        if inner.journal.len() > NAT_JOURNAL_ENTRIES {
+            let mut by_block: BTreeMap<u32, Vec<(u32, NatEntry)>> = BTreeMap::new();
+            for (nid, e) in &inner.journal {
+                by_block
+                    .entry(nid / PER_BLOCK)
+                    .or_default()
+                    .push((*nid, *e));
+            }
+            for (index, entries) in by_block {
+                let mut b = *self.block(&mut inner, dev, index)?;
+                for (nid, e) in entries {
+                    let mut raw = RawNatEntry::new_zeroed();
+                    raw.version = e.version;
+                    raw.ino.set(e.ino);
+                    raw.block_addr.set(e.block_addr);
+                    let at = (nid % PER_BLOCK) as usize * 9;
+                    if let Some(dst) = b.get_mut(at..at + 9) {
+                        dst.copy_from_slice(raw.as_bytes());
+                    }
+                }
+                let byte = index as usize / 8;
+                let mask = 0x80u8 >> (index % 8);
+                if let Some(v) = inner.bitmap.get_mut(byte) {
+                    *v ^= mask;
+                }
+                let addr = nat_block_addr(&self.layout, &inner.bitmap, index);
+                dev.write_blocks(addr, &b, IoCause::Checkpoint)
+                    .map_err(|e| Error::io(format!("NAT block {index} at {addr}"), e))?;
+                inner.cache.insert(index, Arc::new(b));
+            }
+            inner.journal.clear();
+        }
+        Ok((
+            inner.journal.iter().map(|(k, v)| (*k, *v)).collect(),
+            inner.bitmap.clone(),
+        ))
+    }
+
+    /// After a checkpoint is durable: nids freed before it may be handed out again.
+    pub fn checkpoint_done(&self) -> Result<()> {
+        let mut inner = self.lock()?;
+        let freed = std::mem::take(&mut inner.freed);
+        inner.free.extend(freed);
+        Ok(())
+    }
 }

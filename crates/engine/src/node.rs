@@ -1,11 +1,15 @@
 //! Node reads: nid → NAT → block, with the footer checked against what the caller expects
 //! (the nid itself, the owner inode, the node's offset in the owner's tree). A bounded cache
 //! keeps recently read node blocks.
+//!
+//! Node writes: a changed node is kept whole in the dirty map (and read from there) until a
+//! checkpoint writes it out of place into its log; no node block is ever overwritten.
 
 use crate::error::Result;
 use crate::mount::read_block;
 use crate::nat::Nat;
-use std::collections::HashMap;
+use crate::segment::Log;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use uf2fs_device::{BlockDevice, IoCause};
 use uf2fs_format::node::Footer;
@@ -16,6 +20,8 @@ const NODE_CACHE_BLOCKS: usize = 4096;
 
 pub(crate) struct Nodes {
     cache: Mutex<HashMap<u32, Arc<Block>>>,
+    /// Changed nodes and the log each goes to, written at the next checkpoint.
+    dirty: Mutex<BTreeMap<u32, (Arc<Block>, Log)>>,
 }
 
 /// What the reader of a node expects to find in its footer.
@@ -29,7 +35,75 @@ impl Nodes {
     pub fn new() -> Nodes {
         Nodes {
             cache: Mutex::new(HashMap::new()),
+            dirty: Mutex::new(BTreeMap::new()),
         }
+    }
+
+    /// Keeps a changed node until the next checkpoint.
+    pub fn put_dirty(&self, nid: u32, block: Block, log: Log) -> Result<()> {
+        let b = Arc::new(block);
+        self.dirty
+            .lock()
+            .map_err(|_| crate::Error::InvalidArgument("lock poisoned"))?
+            .insert(nid, (b.clone(), log));
+        if let Ok(mut c) = self.cache.lock() {
+            c.insert(nid, b);
+        }
+        Ok(())
+    }
+
+    /// Takes every dirty node (for the checkpoint).
+    pub fn take_dirty(&self) -> Result<BTreeMap<u32, (Arc<Block>, Log)>> {
+        Ok(std::mem::take(&mut *self.dirty.lock().map_err(|_| {
+            crate::Error::InvalidArgument("lock poisoned")
+        })?))
+    }
+
+    /// How many nodes wait for a checkpoint.
+    pub fn dirty_count(&self) -> usize {
+        self.dirty.lock().map(|d| d.len()).unwrap_or(0)
+    }
+
+    /// A node to change: the dirty copy (with its log) or the block on disk, checked to
+    /// belong to `ino` (its offset is the caller's to know).
+    pub fn get_for_edit(
+        &self,
+        dev: &dyn BlockDevice,
+        nat: &Nat,
+        nid: u32,
+        ino: u32,
+    ) -> Result<(Block, Option<Log>)> {
+        if let Some((b, log)) = self
+            .dirty
+            .lock()
+            .ok()
+            .and_then(|d| d.get(&nid).map(|(b, l)| (**b, *l)))
+        {
+            return Ok((b, Some(log)));
+        }
+        let Some(e) = nat.lookup(dev, nid)? else {
+            return Err(CorruptKind::NodeFooter {
+                nid,
+                blkaddr: 0,
+                what: "NAT entry is free for a node in use; owner",
+                found: 0,
+                expected: ino,
+            }
+            .into());
+        };
+        let b = read_block(dev, e.block_addr.into(), IoCause::Node, "node block")?;
+        let f = Footer::of(&b);
+        if f.nid != nid || f.ino != ino || e.ino != ino {
+            return Err(CorruptKind::NodeFooter {
+                nid,
+                blkaddr: e.block_addr,
+                what: "ino",
+                found: f.ino,
+                expected: ino,
+            }
+            .into());
+        }
+        Ok((b, None))
     }
 
     /// Reads node `nid` and checks its NAT entry and footer.
@@ -40,7 +114,12 @@ impl Nodes {
         nid: u32,
         expect: Expect,
     ) -> Result<Arc<Block>> {
-        let cached = self.cache.lock().ok().and_then(|c| c.get(&nid).cloned());
+        let dirty = self
+            .dirty
+            .lock()
+            .ok()
+            .and_then(|d| d.get(&nid).map(|(b, _)| b.clone()));
+        let cached = dirty.or_else(|| self.cache.lock().ok().and_then(|c| c.get(&nid).cloned()));
         let block = match cached {
             Some(b) => b,
             None => {

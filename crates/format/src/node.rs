@@ -139,6 +139,15 @@ pub mod ofs {
     }
 }
 
+/// Whether the node at tree offset `ofs` is an indirect node (holds nids, not addresses).
+pub fn is_indirect(ofs: u64) -> bool {
+    let n = NIDS_PER_BLOCK;
+    ofs == ofs::top(2)
+        || ofs == ofs::top(3)
+        || ofs == ofs::top(4)
+        || (ofs >= ofs::dind_child(0) && (ofs - ofs::dind_child(0)).is_multiple_of(n + 1))
+}
+
 /// How many file blocks a file can address with `inode_addrs` usable slots in its inode.
 pub fn max_file_blocks(inode_addrs: u64) -> u64 {
     let n = ADDRS_PER_BLOCK;
@@ -159,6 +168,19 @@ mod tests {
         assert_eq!(ofs::dind_child(1), 3061);
         assert_eq!(ofs::dind_grandchild(1, 1), 3063);
         assert_eq!(XATTR_NODE_OFFSET, 0x1FFF_FFFF);
+        for (o, ind) in [
+            (0, false),
+            (1, false),
+            (3, true),
+            (4, false),
+            (1022, true),
+            (2041, true),
+            (2042, true),
+            (2043, false),
+            (3061, true),
+        ] {
+            assert_eq!(is_indirect(o), ind, "ofs {o}");
+        }
     }
 
     #[test]

@@ -36,6 +36,10 @@ pub mod feature {
     pub const RO: u32 = 0x4000;
     /// Every bit Linux 6.1 knows.
     pub const KNOWN: u32 = 0x7FFF;
+    /// Features whose images uf2fs can write: the others change on-disk rules it does not
+    /// keep yet (quota files, encryption, compression, casefolding, verity, zones, ro).
+    pub const KNOWN_WRITABLE: u32 =
+        EXTRA_ATTR | INODE_CHKSUM | FLEXIBLE_INLINE_XATTR | INODE_CRTIME | LOST_FOUND | SB_CHKSUM;
 
     /// Names as mkfs.f2fs's `-O` spells them, in bit order.
     pub const NAMES: [(u32, &str); 15] = [

@@ -1,0 +1,316 @@
+//! `mkdir`, `put`, `import`: changing an image from the command line. The image is opened for
+//! writing, changed, and closed with a checkpoint; on an error the last checkpoint stays the
+//! valid state of the image.
+
+use crate::{CliResult, Failure};
+use std::collections::HashMap;
+use std::fs;
+use std::io::{Read, Seek, SeekFrom};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::path::Path;
+use uf2fs_engine::{Error, Fs, NewInode};
+
+fn open_rw(image: &Path) -> Result<Fs, Failure> {
+    Fs::open_rw(image).map_err(|e| Failure::Msg(format!("{}: {e}", image.display())))
+}
+
+/// Splits "/a/b/c" into ("/a/b", "c").
+fn split(path: &str) -> Result<(&str, &str), Failure> {
+    let p = path.trim_end_matches('/');
+    match p.rfind('/') {
+        Some(i) => Ok((
+            if i == 0 {
+                "/"
+            } else {
+                p.get(..i).unwrap_or("/")
+            },
+            p.get(i + 1..).unwrap_or(""),
+        )),
+        None => Err(Failure::Msg(format!(
+            "{path}: paths inside the image start with /"
+        ))),
+    }
+}
+
+fn dir_mode(perm: u32) -> NewInode {
+    NewInode {
+        mode: 0o40000 | (perm & 0o7777) as u16,
+        uid: 0,
+        gid: 0,
+        rdev: (0, 0),
+    }
+}
+
+pub fn mkdir(image: &Path, path: &str, parents: bool) -> CliResult {
+    let fs = open_rw(image)?;
+    let mut cur = fs.root_ino();
+    let parts: Vec<&str> = path.split('/').filter(|p| !p.is_empty()).collect();
+    if parts.is_empty() {
+        return Err(Failure::Msg(format!("{path}: exists")));
+    }
+    for (i, part) in parts.iter().enumerate() {
+        let last = i + 1 == parts.len();
+        match fs.lookup(cur, part.as_bytes()) {
+            Ok(ino) if !last || parents => cur = ino,
+            Ok(_) => return Err(Failure::Msg(format!("{path}: file exists"))),
+            Err(Error::NotFound) if last || parents => {
+                cur = fs
+                    .create_node(cur, part.as_bytes(), dir_mode(0o755))
+                    .map_err(|e| format!("{path}: {e}"))?;
+            }
+            Err(e) => return Err(Failure::Msg(format!("{path}: {e}"))),
+        }
+    }
+    fs.unmount()
+        .map_err(|e| format!("{}: {e}", image.display()))?;
+    Ok(())
+}
+
+/// Copies the data of host file `src` into inode `ino`: only its data extents (holes stay
+/// holes), then the size.
+fn copy_file(fs: &Fs, ino: u32, src: &Path, len: u64) -> Result<(), String> {
+    let mut f = fs::File::open(src).map_err(|e| e.to_string())?;
+    let mut buf = vec![0u8; 1 << 20];
+    let mut pos = 0u64;
+    while pos < len {
+        // The next data extent (SEEK_DATA), or the rest if the host cannot tell.
+        let data = match rustix::fs::seek(&f, rustix::fs::SeekFrom::Data(pos)) {
+            Ok(d) => d,
+            Err(rustix::io::Errno::NXIO) => break,
+            Err(_) => pos,
+        };
+        let hole = rustix::fs::seek(&f, rustix::fs::SeekFrom::Hole(data))
+            .unwrap_or(len)
+            .min(len);
+        f.seek(SeekFrom::Start(data)).map_err(|e| e.to_string())?;
+        let mut at = data;
+        while at < hole {
+            let want = ((hole - at) as usize).min(buf.len());
+            let n = f
+                .read(buf.get_mut(..want).unwrap_or(&mut []))
+                .map_err(|e| e.to_string())?;
+            if n == 0 {
+                break;
+            }
+            fs.write(ino, at, buf.get(..n).unwrap_or(&[]))
+                .map_err(|e| e.to_string())?;
+            at += n as u64;
+        }
+        pos = hole.max(at);
+    }
+    fs.extend(ino, len).map_err(|e| e.to_string())
+}
+
+fn attrs_of(fs: &Fs, ino: u32, m: &fs::Metadata) -> Result<(), String> {
+    fs.set_attr(
+        ino,
+        Some((m.mode() & 0o7777) as u16),
+        Some((m.uid(), m.gid())),
+        Some((m.atime(), m.atime_nsec() as u32)),
+        Some((m.mtime(), m.mtime_nsec() as u32)),
+    )
+    .map_err(|e| e.to_string())
+}
+
+pub fn put(image: &Path, host: &Path, path: &str) -> CliResult {
+    let fs = open_rw(image)?;
+    let m = fs::metadata(host).map_err(|e| format!("{}: {e}", host.display()))?;
+    if !m.is_file() {
+        return Err(Failure::Msg(format!(
+            "{}: not a regular file (use import for trees)",
+            host.display()
+        )));
+    }
+    let (parent, name) = match fs.resolve(path.as_bytes(), true) {
+        Ok(ino)
+            if fs
+                .getattr(ino)
+                .map(|a| a.file_type == uf2fs_engine::FileType::Directory)
+                .unwrap_or(false) =>
+        {
+            (
+                ino,
+                host.file_name()
+                    .map(|n| n.as_bytes().to_vec())
+                    .unwrap_or_default(),
+            )
+        }
+        Ok(_) => return Err(Failure::Msg(format!("{path}: file exists"))),
+        Err(Error::NotFound) => {
+            let (dir, name) = split(path)?;
+            (
+                fs.resolve(dir.as_bytes(), true)
+                    .map_err(|e| format!("{dir}: {e}"))?,
+                name.as_bytes().to_vec(),
+            )
+        }
+        Err(e) => return Err(Failure::Msg(format!("{path}: {e}"))),
+    };
+    let ino = fs
+        .create_node(
+            parent,
+            &name,
+            NewInode {
+                mode: 0o100000 | (m.mode() & 0o7777) as u16,
+                uid: m.uid(),
+                gid: m.gid(),
+                rdev: (0, 0),
+            },
+        )
+        .map_err(|e| format!("{path}: {e}"))?;
+    copy_file(&fs, ino, host, m.len()).map_err(|e| format!("{path}: {e}"))?;
+    attrs_of(&fs, ino, &m).map_err(|e| format!("{path}: {e}"))?;
+    fs.unmount()
+        .map_err(|e| format!("{}: {e}", image.display()))?;
+    Ok(())
+}
+
+struct Import<'a> {
+    fs: &'a Fs,
+    /// Host (dev, ino) of multiply-linked files → image ino.
+    links: HashMap<(u64, u64), u32>,
+    dirs: Vec<(u32, fs::Metadata)>,
+    failures: usize,
+    with_xattrs: usize,
+}
+
+impl Import<'_> {
+    fn entry(&mut self, parent: u32, name: &[u8], host: &Path) -> Result<Option<u32>, String> {
+        let m = fs::symlink_metadata(host).map_err(|e| e.to_string())?;
+        if rustix::fs::llistxattr(host, &mut [0u8; 0]).unwrap_or(0) > 0 {
+            self.with_xattrs += 1;
+        }
+        let ft = m.file_type();
+        if !ft.is_dir() && m.nlink() > 1 {
+            if let Some(&ino) = self.links.get(&(m.dev(), m.ino())) {
+                self.fs.link(ino, parent, name).map_err(|e| e.to_string())?;
+                return Ok(None);
+            }
+        }
+        let perm = (m.mode() & 0o7777) as u16;
+        let (kind, rdev) = if ft.is_dir() {
+            (0o040000, (0, 0))
+        } else if ft.is_file() {
+            (0o100000, (0, 0))
+        } else if ft.is_symlink() {
+            (0o120000, (0, 0))
+        } else if ft.is_char_device() {
+            (
+                0o020000,
+                (rustix::fs::major(m.rdev()), rustix::fs::minor(m.rdev())),
+            )
+        } else if ft.is_block_device() {
+            (
+                0o060000,
+                (rustix::fs::major(m.rdev()), rustix::fs::minor(m.rdev())),
+            )
+        } else if ft.is_fifo() {
+            (0o010000, (0, 0))
+        } else {
+            (0o140000, (0, 0))
+        };
+        let ino = self
+            .fs
+            .create_node(
+                parent,
+                name,
+                NewInode {
+                    mode: kind | perm,
+                    uid: m.uid(),
+                    gid: m.gid(),
+                    rdev,
+                },
+            )
+            .map_err(|e| e.to_string())?;
+        if ft.is_file() {
+            copy_file(self.fs, ino, host, m.len())?;
+        } else if ft.is_symlink() {
+            let target = fs::read_link(host).map_err(|e| e.to_string())?;
+            self.fs
+                .write(ino, 0, target.as_os_str().as_bytes())
+                .map_err(|e| e.to_string())?;
+        }
+        if !ft.is_dir() && m.nlink() > 1 {
+            self.links.insert((m.dev(), m.ino()), ino);
+        }
+        if ft.is_dir() {
+            self.dirs.push((ino, m));
+            return Ok(Some(ino));
+        }
+        attrs_of(self.fs, ino, &m)?;
+        Ok(None)
+    }
+
+    fn tree(&mut self, parent: u32, host: &Path) {
+        let mut names: Vec<_> = match fs::read_dir(host) {
+            Ok(d) => d.filter_map(|e| e.ok()).map(|e| e.file_name()).collect(),
+            Err(e) => {
+                self.failures += 1;
+                eprintln!("uf2fs: import: {}: {e}", host.display());
+                return;
+            }
+        };
+        names.sort();
+        for n in names {
+            let p = host.join(&n);
+            match self.entry(parent, n.as_bytes(), &p) {
+                Ok(Some(dir)) => self.tree(dir, &p),
+                Ok(None) => {}
+                Err(e) => {
+                    self.failures += 1;
+                    eprintln!("uf2fs: import: {}: {e}", p.display());
+                }
+            }
+        }
+    }
+}
+
+pub fn import(image: &Path, src: &Path, path: &str) -> CliResult {
+    let fs = open_rw(image)?;
+    let top = fs
+        .resolve(path.as_bytes(), true)
+        .map_err(|e| format!("{path}: {e}"))?;
+    if fs
+        .getattr(top)
+        .map_err(|e| format!("{path}: {e}"))?
+        .file_type
+        != uf2fs_engine::FileType::Directory
+    {
+        return Err(Failure::Msg(format!("{path}: not a directory")));
+    }
+    let m = fs::metadata(src).map_err(|e| format!("{}: {e}", src.display()))?;
+    let mut imp = Import {
+        fs: &fs,
+        links: HashMap::new(),
+        dirs: Vec::new(),
+        failures: 0,
+        with_xattrs: 0,
+    };
+    imp.tree(top, src);
+    // Directories last, deepest first, so their times are not changed by their children.
+    let dirs = std::mem::take(&mut imp.dirs);
+    for (ino, m) in dirs.iter().rev() {
+        if let Err(e) = attrs_of(&fs, *ino, m) {
+            imp.failures += 1;
+            eprintln!("uf2fs: import: directory inode {ino}: {e}");
+        }
+    }
+    if path == "/" || path.is_empty() {
+        let _ = attrs_of(&fs, top, &m);
+    }
+    if imp.with_xattrs > 0 {
+        eprintln!(
+            "uf2fs: import: {} entries have xattrs, which are not copied yet",
+            imp.with_xattrs
+        );
+    }
+    let failures = imp.failures;
+    fs.unmount()
+        .map_err(|e| format!("{}: {e}", image.display()))?;
+    if failures > 0 {
+        eprintln!("uf2fs: import: {failures} entries could not be imported");
+        return Err(Failure::Quiet);
+    }
+    Ok(())
+}

@@ -1,0 +1,437 @@
+//! Writing a checkpoint.
+//!
+//! 1. Every dirty node goes out of place into its log (footer: this checkpoint's version and
+//!    the next block of the log; inode checksum recomputed), its NAT entry moves, its old
+//!    block is invalidated. Summaries of segments closed since the last checkpoint go to the
+//!    SSA. Then a flush: data and nodes are durable before anything points at them.
+//! 2. NAT: the changed entries become the NAT journal if they fit, else their blocks are
+//!    written to the other copy and the version bitmap flips. SIT likewise: changed entries go
+//!    to the SIT journal (6 at most) or their whole blocks to the other copy.
+//! 3. The pack goes to the slot not used by the last checkpoint, version + 1: CP block,
+//!    payload (rest of a large SIT bitmap), orphan blocks, data summaries (compacted when
+//!    they fit in two blocks), node summaries (unmount), then a flush, then the trailing copy
+//!    of the CP block, then a flush. Until that last block lands, the previous pack is the
+//!    valid one, so a crash anywhere leaves the previous checkpoint intact.
+//! 4. Only then do prefree segments become free and freed nids reusable.
+//!
+//! nat_bits are never written; the flag is cleared (FORMAT-NOTES: the simplest correct choice).
+
+use crate::error::{Error, Result};
+use crate::fs::Vol;
+use crate::segment::{Log, Segments};
+use std::collections::BTreeMap;
+use std::time::Instant;
+use uf2fs_device::IoCause;
+use uf2fs_format::checkpoint::{
+    flags, RawCheckpoint, CP_CHECKSUM_OFFSET, CP_HEAD_SIZE, ORPHANS_PER_BLOCK,
+};
+use uf2fs_format::crc::{f2fs_crc32, F2FS_SUPER_MAGIC};
+use uf2fs_format::inode::{checksum_seed, compute_checksum, inline_flags, I_ADDR_OFFSET};
+use uf2fs_format::nat::{NatEntry, NAT_JOURNAL_ENTRIES};
+use uf2fs_format::node::{Footer, FOOTER_OFFSET};
+use uf2fs_format::sit::{sit_block_addr, SIT_ENTRIES_PER_BLOCK, SIT_JOURNAL_ENTRIES};
+use uf2fs_format::summary::{
+    compacted_blocks, RawSummary, JOURNAL_BODY, JOURNAL_SIZE, SUM_TYPE_NODE,
+};
+use uf2fs_format::superblock::feature;
+use uf2fs_format::{Block, BLOCKS_PER_SEG, BLOCK_SIZE};
+use zerocopy::IntoBytes;
+
+/// The writable side of a mounted volume: everything a checkpoint records.
+pub(crate) struct WriteState {
+    pub segs: Segments,
+    /// Version and pack (1 or 2) of the last durable checkpoint.
+    pub version: u64,
+    pub pack: u8,
+    pub sit_bitmap: Vec<u8>,
+    pub head: RawCheckpoint,
+    pub valid_blocks: u64,
+    pub valid_nodes: u32,
+    pub valid_inodes: u32,
+    pub orphans: Vec<u32>,
+    pub mounted_at: Instant,
+    /// Checkpoints written since mount.
+    pub checkpoints: u64,
+}
+
+fn put(b: &mut [u8], at: usize, bytes: &[u8]) {
+    if let Some(dst) = b.get_mut(at..at + bytes.len()) {
+        dst.copy_from_slice(bytes);
+    }
+}
+
+fn summaries_bytes(sum: &[RawSummary], n: usize) -> Vec<u8> {
+    sum.iter()
+        .take(n)
+        .flat_map(|s| s.as_bytes().to_vec())
+        .collect()
+}
+
+impl WriteState {
+    fn elapsed(&self) -> u64 {
+        self.head.elapsed_time.get() + self.mounted_at.elapsed().as_secs()
+    }
+}
+
+/// Writes the dirty nodes, NAT, SIT and a checkpoint pack. `umount` marks the pack as written
+/// at a clean unmount (with node summaries).
+pub(crate) fn write_checkpoint(vol: &Vol, ws: &mut WriteState, umount: bool) -> Result<()> {
+    let dev = &*vol.dev;
+    let io = |what: String| move |e: std::io::Error| Error::io(what, e);
+    ws.segs.now = ws.elapsed();
+    // 1. Nodes, out of place.
+    let dirty = vol.nodes.take_dirty()?;
+    let seed = checksum_seed(&vol.sb.uuid());
+    let chksum = vol.sb.has(feature::INODE_CHKSUM);
+    let cp_ver = ws.version;
+    let mut writes: BTreeMap<u32, Block> = BTreeMap::new();
+    for (nid, (block, log)) in dirty {
+        let old = vol.nat.entry(dev, nid)?;
+        if old.block_addr != 0 {
+            ws.segs.invalidate(old.block_addr);
+        }
+        let addr = ws.segs.alloc(
+            log,
+            RawSummary {
+                nid: nid.into(),
+                ..Default::default()
+            },
+        )?;
+        let mut b: Block = *block;
+        put(&mut b, FOOTER_OFFSET + 12, &cp_ver.to_le_bytes());
+        put(&mut b, FOOTER_OFFSET + 20, &(addr + 1).to_le_bytes());
+        let f = Footer::of(&b);
+        let is_inode = f.ofs() == 0 && f.ino == nid;
+        let extra = b.get(3).is_some_and(|i| i & inline_flags::EXTRA_ATTR != 0);
+        let isize = uf2fs_format::le16(&b, I_ADDR_OFFSET).unwrap_or(0);
+        if is_inode && chksum && extra && isize >= 12 {
+            let crc = compute_checksum(seed, &b);
+            put(&mut b, I_ADDR_OFFSET + 8, &crc.to_le_bytes());
+        }
+        vol.nat.set(
+            nid,
+            NatEntry {
+                version: old.version,
+                ino: f.ino,
+                block_addr: addr,
+            },
+        )?;
+        writes.insert(addr, b);
+    }
+    write_runs(vol, &writes, IoCause::Node)?;
+    let ssa = u64::from(vol.layout.ssa);
+    for (segno, blk) in std::mem::take(&mut ws.segs.closed) {
+        dev.write_blocks(ssa + u64::from(segno), &blk[..], IoCause::Meta)
+            .map_err(io(format!("SSA of segment {segno}")))?;
+    }
+    dev.flush()
+        .map_err(io("flush before the checkpoint".into()))?;
+    // 2. NAT and SIT.
+    let (nat_journal, nat_bitmap) = vol.nat.flush_for_checkpoint(dev)?;
+    let sit_journal = flush_sit(vol, ws)?;
+    // 3. The pack.
+    let version = ws.version + 1;
+    let mut h = ws.head.clone();
+    h.checkpoint_ver.set(version);
+    h.valid_block_count.set(ws.valid_blocks);
+    h.free_segment_count.set(ws.segs.free_count());
+    h.valid_node_count.set(ws.valid_nodes);
+    h.valid_inode_count.set(ws.valid_inodes);
+    h.elapsed_time.set(ws.segs.now);
+    let mut alloc = [0u8; 16];
+    for (i, c) in ws.segs.cursegs.iter().enumerate() {
+        let (seg, off) = if i < 3 {
+            (&mut h.cur_data_segno, &mut h.cur_data_blkoff)
+        } else {
+            (&mut h.cur_node_segno, &mut h.cur_node_blkoff)
+        };
+        if let (Some(s), Some(o)) = (seg.get_mut(i % 3), off.get_mut(i % 3)) {
+            s.set(c.segno);
+            o.set(c.next);
+        }
+        if let Some(a) = alloc.get_mut(i) {
+            *a = c.alloc_type;
+        }
+    }
+    h.alloc_type = alloc;
+    let counts: Vec<usize> = ws
+        .segs
+        .cursegs
+        .iter()
+        .take(3)
+        .map(|c| {
+            if c.alloc_type == 1 {
+                BLOCKS_PER_SEG as usize
+            } else {
+                usize::from(c.next)
+            }
+        })
+        .collect();
+    let counts = [
+        counts.first().copied().unwrap_or(0),
+        counts.get(1).copied().unwrap_or(0),
+        counts.get(2).copied().unwrap_or(0),
+    ];
+    let compact = compacted_blocks(counts) <= 2;
+    let data_sums = if compact {
+        compacted(ws, counts, &nat_journal, &sit_journal)
+    } else {
+        normal_data(ws, &nat_journal, &sit_journal)
+    };
+    let orphan_blocks = ws.orphans.len().div_ceil(ORPHANS_PER_BLOCK);
+    let payload = vol.sb.cp_payload() as usize;
+    let node_sums = if umount { 3 } else { 0 };
+    let total = 1 + payload + orphan_blocks + data_sums.len() + node_sums + 1;
+    let mut fl = h.ckpt_flags.get()
+        & !(flags::UMOUNT
+            | flags::COMPACT_SUM
+            | flags::ORPHAN_PRESENT
+            | flags::NAT_BITS
+            | flags::FASTBOOT
+            | flags::CRC_RECOVERY);
+    if umount {
+        fl |= flags::UMOUNT;
+    }
+    if compact {
+        fl |= flags::COMPACT_SUM;
+    }
+    if orphan_blocks > 0 {
+        fl |= flags::ORPHAN_PRESENT;
+    }
+    h.ckpt_flags.set(fl);
+    h.cp_pack_total_block_count.set(total as u32);
+    h.cp_pack_start_sum
+        .set((1 + payload + orphan_blocks) as u32);
+    // CP block: head, then the SIT and NAT bitmaps (the SIT one in the payload when large).
+    let mut cpb = [0u8; BLOCK_SIZE];
+    put(&mut cpb, 0, h.as_bytes());
+    let mut payload_blocks = vec![[0u8; BLOCK_SIZE]; payload];
+    if payload == 0 {
+        put(&mut cpb, CP_HEAD_SIZE, &ws.sit_bitmap);
+        put(&mut cpb, CP_HEAD_SIZE + ws.sit_bitmap.len(), &nat_bitmap);
+    } else {
+        put(&mut cpb, CP_HEAD_SIZE, &nat_bitmap);
+        for (i, chunk) in ws.sit_bitmap.chunks(BLOCK_SIZE).enumerate() {
+            if let Some(p) = payload_blocks.get_mut(i) {
+                put(p, 0, chunk);
+            }
+        }
+    }
+    let crc = f2fs_crc32(
+        F2FS_SUPER_MAGIC,
+        cpb.get(..CP_CHECKSUM_OFFSET as usize).unwrap_or(&[]),
+    );
+    put(&mut cpb, CP_CHECKSUM_OFFSET as usize, &crc.to_le_bytes());
+    let pack = if ws.pack == 1 { 2 } else { 1 };
+    let start = u64::from(vol.layout.cp)
+        + if pack == 2 {
+            u64::from(BLOCKS_PER_SEG)
+        } else {
+            0
+        };
+    let mut blocks: Vec<Block> = vec![cpb];
+    blocks.extend(payload_blocks);
+    for (i, chunk) in ws.orphans.chunks(ORPHANS_PER_BLOCK).enumerate() {
+        let mut b = [0u8; BLOCK_SIZE];
+        for (k, ino) in chunk.iter().enumerate() {
+            put(&mut b, k * 4, &ino.to_le_bytes());
+        }
+        put(&mut b, 4084, &((i + 1) as u16).to_le_bytes());
+        put(&mut b, 4086, &(orphan_blocks as u16).to_le_bytes());
+        put(&mut b, 4088, &(chunk.len() as u32).to_le_bytes());
+        blocks.push(b);
+    }
+    blocks.extend(data_sums);
+    if umount {
+        for c in ws.segs.cursegs.iter().skip(3) {
+            let mut b = [0u8; BLOCK_SIZE];
+            put(&mut b, 0, &summaries_bytes(&c.sum, 512));
+            b[BLOCK_SIZE - 5] = SUM_TYPE_NODE;
+            blocks.push(b);
+        }
+    }
+    let body: Vec<u8> = blocks.iter().flat_map(|b| b.iter().copied()).collect();
+    dev.write_blocks(start, &body, IoCause::Checkpoint)
+        .map_err(io(format!("checkpoint pack {pack}")))?;
+    dev.flush()
+        .map_err(io("flush before the checkpoint's last block".into()))?;
+    dev.write_blocks(start + total as u64 - 1, &cpb, IoCause::Checkpoint)
+        .map_err(io(format!("checkpoint pack {pack} trailing block")))?;
+    dev.flush()
+        .map_err(io("flush after the checkpoint".into()))?;
+    // 4. Durable: prefree segments are free, freed nids reusable.
+    ws.version = version;
+    ws.pack = pack;
+    ws.head = h;
+    ws.segs.prefree.clear();
+    ws.checkpoints += 1;
+    vol.nat.checkpoint_done()?;
+    Ok(())
+}
+
+/// Writes blocks in runs of contiguous addresses, one request each.
+pub(crate) fn write_runs(vol: &Vol, writes: &BTreeMap<u32, Block>, cause: IoCause) -> Result<()> {
+    let mut run: Vec<u8> = Vec::new();
+    let mut run_start = 0u32;
+    let mut last = None;
+    let flush = |start: u32, buf: &[u8]| -> Result<()> {
+        if buf.is_empty() {
+            return Ok(());
+        }
+        vol.dev
+            .write_blocks(u64::from(start), buf, cause)
+            .map_err(|e| Error::io(format!("blocks at {start}"), e))
+    };
+    for (addr, b) in writes {
+        if last.is_some_and(|l: u32| l + 1 == *addr) && run.len() < (1 << 20) {
+            run.extend_from_slice(b);
+        } else {
+            flush(run_start, &run)?;
+            run.clear();
+            run.extend_from_slice(b);
+            run_start = *addr;
+        }
+        last = Some(*addr);
+    }
+    flush(run_start, &run)
+}
+
+/// Changed SIT entries: the journal if they fit, else their whole blocks to the other copy.
+fn flush_sit(vol: &Vol, ws: &mut WriteState) -> Result<Vec<(u32, [u8; 74])>> {
+    let encode = |segs: &Segments, segno: u32| -> [u8; 74] {
+        let mut e = [0u8; 74];
+        if let Some(s) = segs.entries.get(segno as usize) {
+            put(
+                &mut e,
+                0,
+                &((u16::from(s.seg_type) << 10) | s.valid_blocks).to_le_bytes(),
+            );
+            put(&mut e, 2, &s.valid_map);
+            put(&mut e, 66, &s.mtime.to_le_bytes());
+        }
+        e
+    };
+    if ws.segs.dirty.len() <= SIT_JOURNAL_ENTRIES {
+        return Ok(ws
+            .segs
+            .dirty
+            .iter()
+            .map(|&s| (s, encode(&ws.segs, s)))
+            .collect());
+    }
+    let per = SIT_ENTRIES_PER_BLOCK as u32;
+    let blocks: std::collections::BTreeSet<u32> = ws.segs.dirty.iter().map(|s| s / per).collect();
+    for index in blocks {
+        let mut b = [0u8; BLOCK_SIZE];
+        for k in 0..per {
+            let segno = index * per + k;
+            if segno < vol.layout.main_segments {
+                put(&mut b, k as usize * 74, &encode(&ws.segs, segno));
+            }
+        }
+        if let Some(v) = ws.sit_bitmap.get_mut(index as usize / 8) {
+            *v ^= 0x80 >> (index % 8);
+        }
+        let addr = sit_block_addr(&vol.layout, &ws.sit_bitmap, index);
+        vol.dev
+            .write_blocks(addr, &b, IoCause::Checkpoint)
+            .map_err(|e| Error::io(format!("SIT block {index}"), e))?;
+    }
+    ws.segs.dirty.clear();
+    Ok(Vec::new())
+}
+
+fn journal_bytes(
+    nat: &[(u32, NatEntry)],
+    sit: &[(u32, [u8; 74])],
+    which: u8,
+) -> [u8; JOURNAL_SIZE] {
+    let mut j = [0u8; JOURNAL_SIZE];
+    if which == 0 {
+        put(
+            &mut j,
+            0,
+            &(nat.len().min(NAT_JOURNAL_ENTRIES) as u16).to_le_bytes(),
+        );
+        for (i, (nid, e)) in nat.iter().take(NAT_JOURNAL_ENTRIES).enumerate() {
+            let at = 2 + i * 13;
+            put(&mut j, at, &nid.to_le_bytes());
+            put(&mut j, at + 4, &[e.version]);
+            put(&mut j, at + 5, &e.ino.to_le_bytes());
+            put(&mut j, at + 9, &e.block_addr.to_le_bytes());
+        }
+    } else {
+        put(
+            &mut j,
+            0,
+            &(sit.len().min(SIT_JOURNAL_ENTRIES) as u16).to_le_bytes(),
+        );
+        for (i, (segno, e)) in sit.iter().take(SIT_JOURNAL_ENTRIES).enumerate() {
+            let at = 2 + i * 78;
+            put(&mut j, at, &segno.to_le_bytes());
+            put(&mut j, at + 4, e);
+        }
+    }
+    let _ = JOURNAL_BODY;
+    j
+}
+
+/// The compacted data summaries: NAT journal, SIT journal, then entries back to back.
+fn compacted(
+    ws: &WriteState,
+    counts: [usize; 3],
+    nat: &[(u32, NatEntry)],
+    sit: &[(u32, [u8; 74])],
+) -> Vec<Block> {
+    let mut out = vec![[0u8; BLOCK_SIZE]];
+    if let Some(first) = out.first_mut() {
+        put(first, 0, &journal_bytes(nat, sit, 0));
+        put(first, JOURNAL_SIZE, &journal_bytes(nat, sit, 1));
+    }
+    let mut blk = 0usize;
+    let mut off = 2 * JOURNAL_SIZE;
+    for (c, n) in ws.segs.cursegs.iter().zip(counts) {
+        for s in c.sum.iter().take(n) {
+            if off + 7 > BLOCK_SIZE - 5 {
+                out.push([0u8; BLOCK_SIZE]);
+                blk += 1;
+                off = 0;
+            }
+            if let Some(b) = out.get_mut(blk) {
+                put(b, off, s.as_bytes());
+            }
+            off += 7;
+        }
+    }
+    out
+}
+
+/// Three normal data summary blocks: hot (with the NAT journal), warm, cold (SIT journal).
+fn normal_data(ws: &WriteState, nat: &[(u32, NatEntry)], sit: &[(u32, [u8; 74])]) -> Vec<Block> {
+    ws.segs
+        .cursegs
+        .iter()
+        .take(3)
+        .enumerate()
+        .map(|(i, c)| {
+            let mut b = [0u8; BLOCK_SIZE];
+            put(&mut b, 0, &summaries_bytes(&c.sum, 512));
+            if i == 0 {
+                put(&mut b, 3584, &journal_bytes(nat, sit, 0));
+            } else if i == 2 {
+                put(&mut b, 3584, &journal_bytes(nat, sit, 1));
+            }
+            b
+        })
+        .collect()
+}
+
+/// Log of a node: directory inodes and dnodes hot, file inodes/dnodes/xattr nodes warm,
+/// indirect nodes cold (as Linux 6.1 places them).
+pub(crate) fn node_log(is_dir: bool, is_dnode: bool) -> Log {
+    match (is_dnode, is_dir) {
+        (false, _) => Log::ColdNode,
+        (true, true) => Log::HotNode,
+        (true, false) => Log::WarmNode,
+    }
+}

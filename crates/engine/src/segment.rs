@@ -1,0 +1,249 @@
+//! Segment state for writing: every main segment's SIT entry in memory, the six current
+//! segments ("logs") with their summaries, and block allocation.
+//!
+//! Allocation is log-structured: a log appends at its next free block; a full segment's
+//! summary is queued for its SSA block and the log moves to the next free segment of its
+//! section, or to a free section. A block that stops being used is cleared in the SIT; a
+//! segment left with no valid block becomes *prefree* and is handed out again only after the
+//! next checkpoint, since the last durable checkpoint may still point into it.
+//!
+//! A log inherited from the image in SSR mode (slack space recycling, holes in a used
+//! segment) is closed at its first allocation instead of being filled: we never write into
+//! holes, so no block the last checkpoint still needs can be overwritten.
+
+use crate::error::{Error, Result};
+use std::collections::BTreeSet;
+use uf2fs_format::checkpoint::Checkpoint;
+use uf2fs_format::sit::SitEntry;
+use uf2fs_format::summary::{RawSummary, ENTRIES_IN_SUM, SUM_TYPE_DATA, SUM_TYPE_NODE};
+use uf2fs_format::superblock::Layout;
+use uf2fs_format::{Block, BLOCKS_PER_SEG, BLOCK_SIZE};
+use zerocopy::IntoBytes;
+
+/// The logs, in curseg type order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Log {
+    HotData = 0,
+    WarmData = 1,
+    #[allow(
+        dead_code,
+        reason = "cold data is for files with cold extensions and the cleaner, not written yet"
+    )]
+    ColdData = 2,
+    HotNode = 3,
+    WarmNode = 4,
+    ColdNode = 5,
+}
+
+impl Log {
+    pub fn is_node(self) -> bool {
+        self as usize >= 3
+    }
+}
+
+/// One current segment.
+#[derive(Clone)]
+pub(crate) struct Curseg {
+    pub segno: u32,
+    /// Next block offset to write.
+    pub next: u16,
+    /// 0 LFS, 1 SSR (only as inherited from the image; closed at first use).
+    pub alloc_type: u8,
+    pub sum: Vec<RawSummary>,
+}
+
+pub(crate) struct Segments {
+    layout: Layout,
+    pub entries: Vec<SitEntry>,
+    /// SIT entries changed since the last checkpoint (or in the journal at mount).
+    pub dirty: BTreeSet<u32>,
+    /// Emptied since the last checkpoint: free only after the next one.
+    pub prefree: BTreeSet<u32>,
+    pub cursegs: Vec<Curseg>,
+    /// Summary blocks of segments closed since the last checkpoint, to write to the SSA.
+    pub closed: Vec<(u32, Box<Block>)>,
+    /// Segment age clock (the filesystem's own seconds), for SIT mtime.
+    pub now: u64,
+}
+
+fn bit(map: &[u8; 64], off: usize) -> bool {
+    map.get(off / 8)
+        .is_some_and(|b| b & (0x80 >> (off % 8)) != 0)
+}
+
+impl Segments {
+    /// Segment state from the SIT (journal applied) and the checkpoint's logs and summaries.
+    pub fn new(
+        layout: Layout,
+        entries: Vec<SitEntry>,
+        journal: &[u32],
+        cp: &Checkpoint,
+        sums: [Vec<RawSummary>; 6],
+    ) -> Segments {
+        let cursegs = cp
+            .cursegs
+            .iter()
+            .zip(sums)
+            .map(|(c, sum)| Curseg {
+                segno: c.segno,
+                next: c.blkoff,
+                alloc_type: c.alloc_type,
+                sum,
+            })
+            .collect();
+        Segments {
+            layout,
+            entries,
+            dirty: journal.iter().copied().collect(),
+            prefree: BTreeSet::new(),
+            cursegs,
+            closed: Vec::new(),
+            now: cp.head.elapsed_time.get(),
+        }
+    }
+
+    fn seg_of(&self, addr: u32) -> Option<(u32, usize)> {
+        let rel = addr.checked_sub(self.layout.main)?;
+        let segno = rel / BLOCKS_PER_SEG;
+        (segno < self.layout.main_segments).then_some((segno, (rel % BLOCKS_PER_SEG) as usize))
+    }
+
+    fn is_curseg(&self, segno: u32) -> bool {
+        self.cursegs.iter().any(|c| c.segno == segno)
+    }
+
+    fn is_free(&self, segno: u32) -> bool {
+        self.entries
+            .get(segno as usize)
+            .is_some_and(|e| e.valid_blocks == 0)
+            && !self.prefree.contains(&segno)
+            && !self.is_curseg(segno)
+    }
+
+    /// Free segments as a checkpoint counts them: no valid block and not a log.
+    pub fn free_count(&self) -> u32 {
+        (0..self.layout.main_segments)
+            .filter(|&s| {
+                self.entries
+                    .get(s as usize)
+                    .is_some_and(|e| e.valid_blocks == 0)
+                    && !self.is_curseg(s)
+            })
+            .count() as u32
+    }
+
+    /// Marks block `addr` in use by the owner in `sum` (for allocation and for recovery).
+    fn validate(&mut self, addr: u32) {
+        if let Some((segno, off)) = self.seg_of(addr) {
+            if let Some(e) = self.entries.get_mut(segno as usize) {
+                if !bit(&e.valid_map, off) {
+                    if let Some(b) = e.valid_map.get_mut(off / 8) {
+                        *b |= 0x80 >> (off % 8);
+                    }
+                    e.valid_blocks += 1;
+                }
+                e.mtime = self.now;
+                self.dirty.insert(segno);
+            }
+        }
+    }
+
+    /// The block at `addr` is no longer used. Returns whether it was valid.
+    pub fn invalidate(&mut self, addr: u32) -> bool {
+        let Some((segno, off)) = self.seg_of(addr) else {
+            return false;
+        };
+        let Some(e) = self.entries.get_mut(segno as usize) else {
+            return false;
+        };
+        if !bit(&e.valid_map, off) {
+            return false;
+        }
+        if let Some(b) = e.valid_map.get_mut(off / 8) {
+            *b &= !(0x80 >> (off % 8));
+        }
+        e.valid_blocks -= 1;
+        e.mtime = self.now;
+        let empty = e.valid_blocks == 0;
+        self.dirty.insert(segno);
+        if empty && !self.is_curseg(segno) {
+            self.prefree.insert(segno);
+        }
+        true
+    }
+
+    /// Allocates the next block of `log` for the owner `sum`.
+    pub fn alloc(&mut self, log: Log, sum: RawSummary) -> Result<u32> {
+        let i = log as usize;
+        let needs_new = self
+            .cursegs
+            .get(i)
+            .is_none_or(|c| c.alloc_type != 0 || usize::from(c.next) >= ENTRIES_IN_SUM);
+        if needs_new {
+            self.new_segment(log)?;
+        }
+        let main = self.layout.main;
+        let c = self
+            .cursegs
+            .get_mut(i)
+            .ok_or(Error::InvalidArgument("no such log"))?;
+        let off = usize::from(c.next);
+        if let Some(s) = c.sum.get_mut(off) {
+            *s = sum;
+        }
+        c.next += 1;
+        let addr = main + c.segno * BLOCKS_PER_SEG + off as u32;
+        self.validate(addr);
+        Ok(addr)
+    }
+
+    /// Closes the log's segment (its summary goes to the SSA) and opens a free one.
+    fn new_segment(&mut self, log: Log) -> Result<()> {
+        let i = log as usize;
+        let Some(old) = self.cursegs.get(i).cloned() else {
+            return Err(Error::InvalidArgument("no such log"));
+        };
+        let mut blk = Box::new([0u8; BLOCK_SIZE]);
+        for (k, s) in old.sum.iter().enumerate() {
+            if let Some(dst) = blk.get_mut(k * 7..k * 7 + 7) {
+                dst.copy_from_slice(s.as_bytes());
+            }
+        }
+        if let Some(t) = blk.get_mut(BLOCK_SIZE - 5) {
+            *t = if log.is_node() {
+                SUM_TYPE_NODE
+            } else {
+                SUM_TYPE_DATA
+            };
+        }
+        self.closed.push((old.segno, blk));
+        let sps = self.layout.segs_per_sec.max(1);
+        // The rest of this section first, then the next wholly free section.
+        let next_in_section = old.segno + 1;
+        let segno = if next_in_section % sps != 0 && self.is_free(next_in_section) {
+            next_in_section
+        } else {
+            let sections = self.layout.main_segments / sps;
+            let start = old.segno / sps + 1;
+            (0..sections)
+                .map(|k| (start + k) % sections)
+                .find(|&sec| (0..sps).all(|j| self.is_free(sec * sps + j)))
+                .map(|sec| sec * sps)
+                .ok_or(Error::NoSpace)?
+        };
+        if let Some(e) = self.entries.get_mut(segno as usize) {
+            e.seg_type = log as u8;
+            e.mtime = self.now;
+        }
+        self.dirty.insert(segno);
+        if let Some(c) = self.cursegs.get_mut(i) {
+            *c = Curseg {
+                segno,
+                next: 0,
+                alloc_type: 0,
+                sum: vec![RawSummary::default(); ENTRIES_IN_SUM],
+            };
+        }
+        Ok(())
+    }
+}

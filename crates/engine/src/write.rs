@@ -1,0 +1,845 @@
+//! Changing the tree: new inodes, directory entries, file data. Every change edits a copy of
+//! a node block and leaves it dirty (written at the next checkpoint); data blocks are written
+//! at once, out of place, into their log, and the block they replace is invalidated.
+//!
+//! New inodes get what Linux 6.1 gives them: extra size 36 (with extra_attr), an inline xattr
+//! area of 50 words, inline data for regular files and symlinks, inline dentries (with '.'
+//! and '..') for directories. A directory whose inline area is full is converted to one
+//! dentry block at level 0; a block directory grows by hash level. Writes that outgrow the
+//! inline area move the inline bytes to block 0 first.
+//!
+//! All changes run under the write-state lock, one at a time (see docs/design.md, Locking).
+
+use crate::checkpoint::{node_log, write_checkpoint, write_runs, WriteState};
+use crate::error::{Error, Result};
+use crate::fs::Fs;
+use crate::node::Expect;
+use crate::segment::Log;
+use std::collections::BTreeMap;
+use std::time::{SystemTime, UNIX_EPOCH};
+use uf2fs_device::IoCause;
+use uf2fs_format::dentry::{
+    blocks_per_bucket, bucket_block, buckets_at, inline_geometry, slots_for, DIR_ENTRY_SIZE,
+    NR_DENTRY_IN_BLOCK, SLOT_LEN,
+};
+use uf2fs_format::hash::dentry_hash;
+use uf2fs_format::inode::{
+    inline_flags, FileType, Inode, I_ADDR_OFFSET, I_NID_OFFSET, MAX_DIR_HASH_DEPTH, MAX_NAME_LEN,
+};
+use uf2fs_format::node::{
+    entry, is_indirect, ofs, ADDRS_PER_BLOCK, COLD_BIT, FOOTER_OFFSET, OFFSET_BIT_SHIFT,
+};
+use uf2fs_format::summary::RawSummary;
+use uf2fs_format::superblock::feature;
+use uf2fs_format::{Block, BLOCK_SIZE, NEW_ADDR, NULL_ADDR};
+
+/// Dirty node blocks kept before a checkpoint is forced (64 MiB).
+const DIRTY_NODE_BUDGET: usize = 16 * 1024;
+
+fn put(b: &mut [u8], at: usize, bytes: &[u8]) {
+    if let Some(dst) = b.get_mut(at..at + bytes.len()) {
+        dst.copy_from_slice(bytes);
+    }
+}
+
+fn get32(b: &Block, at: usize) -> u32 {
+    uf2fs_format::le32(b, at).unwrap_or(0)
+}
+
+fn now() -> (u64, u32) {
+    let d = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
+    (d.as_secs(), d.subsec_nanos())
+}
+
+/// Attributes a new inode starts with.
+#[derive(Debug, Clone, Copy)]
+pub struct NewInode {
+    pub mode: u16,
+    pub uid: u32,
+    pub gid: u32,
+    pub rdev: (u32, u32),
+}
+
+/// An inode being changed: its node block and what the parsed inode says about its layout.
+struct Editing {
+    ino: u32,
+    block: Block,
+    inode: Inode,
+}
+
+impl Editing {
+    fn extra_words(&self) -> usize {
+        usize::from(self.inode.extra_isize / 4)
+    }
+    fn set_u32(&mut self, at: usize, v: u32) {
+        put(&mut self.block, at, &v.to_le_bytes());
+    }
+    fn set_u64(&mut self, at: usize, v: u64) {
+        put(&mut self.block, at, &v.to_le_bytes());
+    }
+    fn size(&self) -> u64 {
+        uf2fs_format::le64(&self.block, 16).unwrap_or(0)
+    }
+    fn set_size(&mut self, v: u64) {
+        self.set_u64(16, v);
+    }
+    fn add_blocks(&mut self, n: i64) {
+        let b = uf2fs_format::le64(&self.block, 24).unwrap_or(0);
+        self.set_u64(24, b.saturating_add_signed(n));
+    }
+    fn links(&self) -> u32 {
+        get32(&self.block, 12)
+    }
+    fn set_links(&mut self, v: u32) {
+        self.set_u32(12, v);
+    }
+    fn inline(&self) -> u8 {
+        self.block.get(3).copied().unwrap_or(0)
+    }
+    fn set_inline(&mut self, v: u8) {
+        if let Some(b) = self.block.get_mut(3) {
+            *b = v;
+        }
+    }
+    fn touch(&mut self, mtime: bool) {
+        let (s, ns) = now();
+        self.set_u64(40, s);
+        self.set_u32(60, ns);
+        if mtime {
+            self.set_u64(48, s);
+            self.set_u32(64, ns);
+        }
+    }
+    /// Byte range of the inline data / dentry area.
+    fn inline_range(&self) -> std::ops::Range<usize> {
+        let start = I_ADDR_OFFSET + 4 * (self.extra_words() + 1);
+        start..start + self.inode.inline_capacity()
+    }
+    fn addr_slot(&self, i: usize) -> usize {
+        I_ADDR_OFFSET + 4 * (self.extra_words() + i)
+    }
+}
+
+impl Fs {
+    fn edit(&self, ino: u32) -> Result<Editing> {
+        let block = *self.vol().nodes.read(
+            &*self.vol().dev,
+            &self.vol().nat,
+            ino,
+            Expect { ino, ofs: 0 },
+        )?;
+        let inode = Inode::parse(&block, ino, &self.vol().sb)?;
+        Ok(Editing { ino, block, inode })
+    }
+
+    fn commit(&self, e: Editing) -> Result<()> {
+        let log = if e.inode.file_type == FileType::Directory {
+            Log::HotNode
+        } else {
+            Log::WarmNode
+        };
+        if let Ok(mut c) = self.vol().inodes.lock() {
+            c.remove(&e.ino);
+        }
+        self.vol().nodes.put_dirty(e.ino, e.block, log)
+    }
+
+    /// Forces a checkpoint when the dirty nodes pass the memory budget.
+    fn maybe_checkpoint(&self, ws: &mut WriteState) -> Result<()> {
+        if self.vol().nodes.dirty_count() > DIRTY_NODE_BUDGET {
+            write_checkpoint(self.vol(), ws, true)?;
+        }
+        Ok(())
+    }
+
+    /// A new inode block with Linux's defaults.
+    fn new_inode_block(&self, nid: u32, parent: u32, name: &[u8], a: NewInode) -> Result<Editing> {
+        let sb = &self.vol().sb;
+        let ft = FileType::from_mode(a.mode)
+            .ok_or(Error::InvalidArgument("unknown file type in mode"))?;
+        let mut b = [0u8; BLOCK_SIZE];
+        let (s, ns) = now();
+        put(&mut b, 0, &a.mode.to_le_bytes());
+        put(&mut b, 4, &a.uid.to_le_bytes());
+        put(&mut b, 8, &a.gid.to_le_bytes());
+        put(
+            &mut b,
+            12,
+            &(if ft == FileType::Directory { 2u32 } else { 1 }).to_le_bytes(),
+        );
+        put(&mut b, 24, &1u64.to_le_bytes());
+        for at in [32, 40, 48] {
+            put(&mut b, at, &s.to_le_bytes());
+        }
+        for at in [56, 60, 64] {
+            put(&mut b, at, &ns.to_le_bytes());
+        }
+        put(&mut b, 68, &rand_u32().to_le_bytes());
+        put(&mut b, 84, &parent.to_le_bytes());
+        put(&mut b, 88, &(name.len() as u32).to_le_bytes());
+        put(&mut b, 92, name);
+        let mut inline = inline_flags::INLINE_XATTR;
+        let mut extra_words = 0usize;
+        if sb.has(feature::EXTRA_ATTR) {
+            inline |= inline_flags::EXTRA_ATTR;
+            put(&mut b, I_ADDR_OFFSET, &36u16.to_le_bytes());
+            if sb.has(feature::FLEXIBLE_INLINE_XATTR) {
+                put(&mut b, I_ADDR_OFFSET + 2, &50u16.to_le_bytes());
+            }
+            if sb.has(feature::INODE_CRTIME) {
+                put(&mut b, I_ADDR_OFFSET + 12, &s.to_le_bytes());
+                put(&mut b, I_ADDR_OFFSET + 20, &ns.to_le_bytes());
+            }
+            extra_words = 9;
+        }
+        match ft {
+            FileType::Regular | FileType::Symlink => inline |= inline_flags::INLINE_DATA,
+            FileType::Directory => {
+                inline |= inline_flags::INLINE_DENTRY;
+                put(&mut b, 72, &1u32.to_le_bytes());
+            }
+            FileType::CharDevice | FileType::BlockDevice => {
+                let (maj, min) = a.rdev;
+                let slot = I_ADDR_OFFSET + 4 * extra_words;
+                if maj < 256 && min < 256 {
+                    put(&mut b, slot, &((maj << 8) | min).to_le_bytes());
+                } else {
+                    let new = (min & 0xff) | (maj << 8) | ((min & !0xff) << 12);
+                    put(&mut b, slot + 4, &new.to_le_bytes());
+                }
+            }
+            FileType::Fifo | FileType::Socket => {}
+        }
+        b[3] = inline;
+        put(&mut b, FOOTER_OFFSET, &nid.to_le_bytes());
+        put(&mut b, FOOTER_OFFSET + 4, &nid.to_le_bytes());
+        let cold = if ft == FileType::Directory {
+            0
+        } else {
+            COLD_BIT
+        };
+        put(&mut b, FOOTER_OFFSET + 8, &cold.to_le_bytes());
+        let inode = Inode::parse(&b, nid, sb)?;
+        let mut e = Editing {
+            ino: nid,
+            block: b,
+            inode,
+        };
+        if ft == FileType::Directory {
+            // Inline '.' and '..' in slots 0 and 1; i_size is the inline area.
+            let r = e.inline_range();
+            let size = r.len() as u64;
+            if let Some(area) = e.block.get_mut(r) {
+                insert_into_area(area, true, b".", nid, 0, FileType::Directory);
+                insert_into_area(area, true, b"..", parent, 0, FileType::Directory);
+            }
+            e.set_size(size);
+        }
+        Ok(e)
+    }
+
+    /// Makes a new inode named `name` in directory `parent`.
+    pub fn create_node(&self, parent: u32, name: &[u8], a: NewInode) -> Result<u32> {
+        check_name(name)?;
+        let mut ws = self.ws()?;
+        let pdir = self.inode(parent)?;
+        if pdir.file_type != FileType::Directory {
+            return Err(Error::NotADirectory);
+        }
+        match self.lookup(parent, name) {
+            Ok(_) => return Err(Error::Exists),
+            Err(Error::NotFound) => {}
+            Err(e) => return Err(e),
+        }
+        let nid = self.vol().nat.alloc(&*self.vol().dev)?;
+        let e = self.new_inode_block(nid, parent, name, a)?;
+        let ft = e.inode.file_type;
+        self.vol().nat.set(
+            nid,
+            uf2fs_format::nat::NatEntry {
+                version: self.vol().nat.entry(&*self.vol().dev, nid)?.version,
+                ino: nid,
+                block_addr: NEW_ADDR,
+            },
+        )?;
+        ws.valid_nodes += 1;
+        ws.valid_inodes += 1;
+        ws.valid_blocks += 1;
+        self.commit(e)?;
+        self.add_entry(&mut ws, parent, name, nid, ft)?;
+        if ft == FileType::Directory {
+            let mut p = self.edit(parent)?;
+            p.set_links(p.links() + 1);
+            self.commit(p)?;
+        }
+        self.maybe_checkpoint(&mut ws)?;
+        Ok(nid)
+    }
+
+    /// Adds a hard link `name` in `parent` to the existing non-directory `ino`.
+    pub fn link(&self, ino: u32, parent: u32, name: &[u8]) -> Result<()> {
+        check_name(name)?;
+        let mut ws = self.ws()?;
+        let target = self.inode(ino)?;
+        if target.file_type == FileType::Directory {
+            return Err(Error::NotPermitted(
+                "hard links to directories are not allowed",
+            ));
+        }
+        match self.lookup(parent, name) {
+            Ok(_) => return Err(Error::Exists),
+            Err(Error::NotFound) => {}
+            Err(e) => return Err(e),
+        }
+        self.add_entry(&mut ws, parent, name, ino, target.file_type)?;
+        let mut t = self.edit(ino)?;
+        t.set_links(t.links() + 1);
+        t.touch(false);
+        self.commit(t)
+    }
+
+    /// Sets owner, permission bits and times of `ino` (times as (seconds, nanoseconds)).
+    pub fn set_attr(
+        &self,
+        ino: u32,
+        perm: Option<u16>,
+        owner: Option<(u32, u32)>,
+        atime: Option<(i64, u32)>,
+        mtime: Option<(i64, u32)>,
+    ) -> Result<()> {
+        let _ws = self.ws()?;
+        let mut e = self.edit(ino)?;
+        if let Some(p) = perm {
+            let mode = (e.inode.mode & 0o170000) | (p & 0o7777);
+            put(&mut e.block, 0, &mode.to_le_bytes());
+        }
+        if let Some((u, g)) = owner {
+            e.set_u32(4, u);
+            e.set_u32(8, g);
+        }
+        e.touch(false);
+        if let Some((s, ns)) = atime {
+            e.set_u64(32, s as u64);
+            e.set_u32(56, ns);
+        }
+        if let Some((s, ns)) = mtime {
+            e.set_u64(48, s as u64);
+            e.set_u32(64, ns);
+        }
+        self.commit(e)
+    }
+
+    fn add_entry(
+        &self,
+        ws: &mut WriteState,
+        parent: u32,
+        name: &[u8],
+        ino: u32,
+        ft: FileType,
+    ) -> Result<()> {
+        let mut p = self.edit(parent)?;
+        let hash = dentry_hash(name);
+        if p.inode.has_inline_dentry() {
+            let r = p.inline_range();
+            let done = p
+                .block
+                .get_mut(r)
+                .is_some_and(|area| insert_into_area(area, true, name, ino, hash, ft));
+            if done {
+                p.touch(true);
+                return self.commit(p);
+            }
+            self.convert_inline_dir(ws, &mut p)?;
+        }
+        // Level by level, the first block of the name's bucket with room.
+        for level in 0..MAX_DIR_HASH_DEPTH {
+            if level >= p.inode.current_depth {
+                p.set_u32(72, level + 1);
+                p.inode.current_depth = level + 1;
+            }
+            let nbucket = buckets_at(level, p.inode.dir_level);
+            let first = bucket_block(level, p.inode.dir_level, u64::from(hash) % nbucket);
+            for fblk in first..first + blocks_per_bucket(level) {
+                let old = self.block_addr(&p, fblk)?;
+                let mut b = if old == NULL_ADDR || old == NEW_ADDR {
+                    [0u8; BLOCK_SIZE]
+                } else {
+                    crate::mount::read_block(
+                        &*self.vol().dev,
+                        old.into(),
+                        IoCause::UserData,
+                        "dentry block",
+                    )?
+                };
+                if insert_into_area(&mut b, false, name, ino, hash, ft) {
+                    self.write_data_blocks(ws, &mut p, Log::HotData, &BTreeMap::from([(fblk, b)]))?;
+                    let end = (fblk + 1) * BLOCK_SIZE as u64;
+                    if p.size() < end {
+                        p.set_size(end);
+                    }
+                    p.touch(true);
+                    return self.commit(p);
+                }
+            }
+        }
+        Err(Error::NoSpace)
+    }
+
+    /// Moves an inline directory's entries into a dentry block (same slots) at level 0.
+    fn convert_inline_dir(&self, ws: &mut WriteState, p: &mut Editing) -> Result<()> {
+        let r = p.inline_range();
+        let area = p
+            .block
+            .get(r.clone())
+            .map(<[u8]>::to_vec)
+            .unwrap_or_default();
+        let (n, bitmap, reserved) = inline_geometry(area.len());
+        let mut b = [0u8; BLOCK_SIZE];
+        put(&mut b, 0, area.get(..bitmap).unwrap_or(&[]));
+        let e0 = bitmap + reserved;
+        put(
+            &mut b,
+            30,
+            area.get(e0..e0 + n * DIR_ENTRY_SIZE).unwrap_or(&[]),
+        );
+        let n0 = e0 + n * DIR_ENTRY_SIZE;
+        put(
+            &mut b,
+            30 + NR_DENTRY_IN_BLOCK * DIR_ENTRY_SIZE,
+            area.get(n0..n0 + n * SLOT_LEN).unwrap_or(&[]),
+        );
+        if let Some(a) = p.block.get_mut(r) {
+            a.fill(0);
+        }
+        p.set_inline(p.inline() & !inline_flags::INLINE_DENTRY);
+        p.inode = Inode::parse(&p.block, p.ino, &self.vol().sb)?;
+        p.set_u32(72, 1);
+        p.inode.current_depth = 1;
+        p.set_size(BLOCK_SIZE as u64);
+        self.write_data_blocks(ws, p, Log::HotData, &BTreeMap::from([(0u64, b)]))
+    }
+
+    /// The address of file block `fblk` of the inode being edited (0 for a hole). The
+    /// inode's own slots are read from the block being edited; `e.inode` is re-parsed whenever
+    /// an i_nid changes, so the walk below it sees the current nodes.
+    fn block_addr(&self, e: &Editing, fblk: u64) -> Result<u32> {
+        if fblk < e.inode.addr_slots() as u64 {
+            return Ok(get32(&e.block, e.addr_slot(fblk as usize)));
+        }
+        let mut found = NULL_ADDR;
+        self.vol()
+            .for_each_addr(&e.inode, fblk, fblk + 1, &mut |_, a| {
+                found = a;
+                Ok(())
+            })?;
+        Ok(found)
+    }
+
+    /// Writes whole blocks at file blocks, out of place in `log`: each gets a new address in
+    /// its dnode (made when missing), the old one is invalidated, the data is written.
+    fn write_data_blocks(
+        &self,
+        ws: &mut WriteState,
+        e: &mut Editing,
+        log: Log,
+        blocks: &BTreeMap<u64, Block>,
+    ) -> Result<()> {
+        let mut writes: BTreeMap<u32, Block> = BTreeMap::new();
+        for (fblk, data) in blocks {
+            let (nid, index) = self.ensure_dnode(ws, e, *fblk)?;
+            let version = self
+                .vol()
+                .nat
+                .entry(&*self.vol().dev, nid)
+                .map(|n| n.version)
+                .unwrap_or(0);
+            let sum = RawSummary {
+                nid: nid.into(),
+                version,
+                ofs_in_node: (index as u16).into(),
+            };
+            let addr = ws.segs.alloc(log, sum)?;
+            let old = self.set_addr(e, nid, index, addr)?;
+            if old == NULL_ADDR || old == NEW_ADDR {
+                if old == NULL_ADDR {
+                    ws.valid_blocks += 1;
+                    e.add_blocks(1);
+                }
+            } else {
+                ws.segs.invalidate(old);
+            }
+            writes.insert(addr, *data);
+        }
+        write_runs(self.vol(), &writes, IoCause::UserData)
+    }
+
+    /// Sets slot `index` of node `nid` (the inode itself, or a dnode) to `addr`; returns the
+    /// old value.
+    fn set_addr(&self, e: &mut Editing, nid: u32, index: usize, addr: u32) -> Result<u32> {
+        if nid == e.ino {
+            let at = e.addr_slot(index);
+            let old = get32(&e.block, at);
+            e.set_u32(at, addr);
+            return Ok(old);
+        }
+        let (mut b, log) =
+            self.node_for_edit(nid, e.ino, e.inode.file_type == FileType::Directory)?;
+        let at = index * 4;
+        let old = get32(&b, at);
+        put(&mut b, at, &addr.to_le_bytes());
+        self.vol().nodes.put_dirty(nid, b, log)?;
+        Ok(old)
+    }
+
+    fn node_for_edit(&self, nid: u32, ino: u32, is_dir: bool) -> Result<(Block, Log)> {
+        let v = self.vol();
+        let (b, log) = v.nodes.get_for_edit(&*v.dev, &v.nat, nid, ino)?;
+        let ofs = u64::from(uf2fs_format::node::Footer::of(&b).ofs());
+        Ok((
+            b,
+            log.unwrap_or_else(|| node_log(is_dir, !is_indirect(ofs))),
+        ))
+    }
+
+    /// The dnode (or the inode) that holds file block `fblk`, made with its indirect parents
+    /// when missing. Returns (its nid, the slot index in it).
+    fn ensure_dnode(
+        &self,
+        ws: &mut WriteState,
+        e: &mut Editing,
+        fblk: u64,
+    ) -> Result<(u32, usize)> {
+        let a = e.inode.addr_slots() as u64;
+        let n = ADDRS_PER_BLOCK;
+        if fblk < a {
+            return Ok((e.ino, fblk as usize));
+        }
+        let mut rel = fblk - a;
+        let is_dir = e.inode.file_type == FileType::Directory;
+        if rel < 2 * n {
+            let slot = (rel / n) as usize;
+            let nid = self.ensure_child_of_inode(ws, e, slot, ofs::top(slot), is_dir, true)?;
+            return Ok((nid, (rel % n) as usize));
+        }
+        rel -= 2 * n;
+        for slot in 2..4 {
+            if rel < n * n {
+                let ind = self.ensure_child_of_inode(ws, e, slot, ofs::top(slot), is_dir, false)?;
+                let child = rel / n;
+                let d = self.ensure_child_of_node(
+                    ws,
+                    e,
+                    ind,
+                    child,
+                    ofs::indirect_child(slot, child),
+                    is_dir,
+                    true,
+                )?;
+                return Ok((d, (rel % n) as usize));
+            }
+            rel -= n * n;
+        }
+        if rel >= n * n * n {
+            return Err(Error::FileTooBig);
+        }
+        let dind = self.ensure_child_of_inode(ws, e, 4, ofs::top(4), is_dir, false)?;
+        let j = rel / (n * n);
+        let ind = self.ensure_child_of_node(ws, e, dind, j, ofs::dind_child(j), is_dir, false)?;
+        let k = (rel / n) % n;
+        let d =
+            self.ensure_child_of_node(ws, e, ind, k, ofs::dind_grandchild(j, k), is_dir, true)?;
+        Ok((d, (rel % n) as usize))
+    }
+
+    fn new_node(
+        &self,
+        ws: &mut WriteState,
+        e: &mut Editing,
+        ofs: u64,
+        is_dir: bool,
+        dnode: bool,
+    ) -> Result<u32> {
+        let v = self.vol();
+        let nid = v.nat.alloc(&*v.dev)?;
+        let mut b = [0u8; BLOCK_SIZE];
+        put(&mut b, FOOTER_OFFSET, &nid.to_le_bytes());
+        put(&mut b, FOOTER_OFFSET + 4, &e.ino.to_le_bytes());
+        let flag = ((ofs as u32) << OFFSET_BIT_SHIFT) | if is_dir { 0 } else { COLD_BIT };
+        put(&mut b, FOOTER_OFFSET + 8, &flag.to_le_bytes());
+        let version = v.nat.entry(&*v.dev, nid)?.version;
+        v.nat.set(
+            nid,
+            uf2fs_format::nat::NatEntry {
+                version,
+                ino: e.ino,
+                block_addr: NEW_ADDR,
+            },
+        )?;
+        v.nodes.put_dirty(nid, b, node_log(is_dir, dnode))?;
+        ws.valid_nodes += 1;
+        ws.valid_blocks += 1;
+        e.add_blocks(1);
+        Ok(nid)
+    }
+
+    fn ensure_child_of_inode(
+        &self,
+        ws: &mut WriteState,
+        e: &mut Editing,
+        slot: usize,
+        ofs: u64,
+        is_dir: bool,
+        dnode: bool,
+    ) -> Result<u32> {
+        let at = I_NID_OFFSET + 4 * slot;
+        let nid = get32(&e.block, at);
+        if nid != 0 {
+            return Ok(nid);
+        }
+        let nid = self.new_node(ws, e, ofs, is_dir, dnode)?;
+        e.set_u32(at, nid);
+        e.inode = Inode::parse(&e.block, e.ino, &self.vol().sb)?;
+        Ok(nid)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn ensure_child_of_node(
+        &self,
+        ws: &mut WriteState,
+        e: &mut Editing,
+        parent: u32,
+        index: u64,
+        ofs: u64,
+        is_dir: bool,
+        dnode: bool,
+    ) -> Result<u32> {
+        let (mut pb, plog) = self.node_for_edit(parent, e.ino, is_dir)?;
+        let nid = entry(&pb, index);
+        if nid != 0 {
+            return Ok(nid);
+        }
+        let nid = self.new_node(ws, e, ofs, is_dir, dnode)?;
+        put(&mut pb, index as usize * 4, &nid.to_le_bytes());
+        self.vol().nodes.put_dirty(parent, pb, plog)?;
+        Ok(nid)
+    }
+
+    /// Grows regular file `ino` to `size` bytes (the new range is a hole); never shrinks it.
+    pub fn extend(&self, ino: u32, size: u64) -> Result<()> {
+        let _ws = self.ws()?;
+        let mut e = self.edit(ino)?;
+        if e.inode.file_type != FileType::Regular {
+            return Err(Error::InvalidArgument("not a regular file"));
+        }
+        let max =
+            uf2fs_format::node::max_file_blocks(e.inode.addr_slots() as u64) * BLOCK_SIZE as u64;
+        if size > max {
+            return Err(Error::FileTooBig);
+        }
+        if size <= e.size() {
+            return Ok(());
+        }
+        if e.inode.has_inline_data() && size > e.inline_range().len() as u64 {
+            // A hole past the inline area needs the block layout: move the bytes out first.
+            drop(_ws);
+            let mut first = vec![0u8; e.size() as usize];
+            let n = self.read(ino, 0, &mut first)?;
+            first.truncate(n);
+            self.convert_inline_file(ino, &first)?;
+            return self.extend(ino, size);
+        }
+        e.set_size(size);
+        e.touch(true);
+        self.commit(e)
+    }
+
+    /// Turns inline file `ino` (holding `data`) into a block file.
+    fn convert_inline_file(&self, ino: u32, data: &[u8]) -> Result<()> {
+        let mut ws = self.ws()?;
+        let mut e = self.edit(ino)?;
+        let r = e.inline_range();
+        if let Some(a) = e.block.get_mut(r) {
+            a.fill(0);
+        }
+        e.set_inline(e.inline() & !(inline_flags::INLINE_DATA | inline_flags::DATA_EXIST));
+        e.inode = Inode::parse(&e.block, ino, &self.vol().sb)?;
+        if !data.is_empty() {
+            let mut b0 = [0u8; BLOCK_SIZE];
+            put(&mut b0, 0, data);
+            self.write_data_blocks(
+                &mut ws,
+                &mut e,
+                Log::WarmData,
+                &BTreeMap::from([(0u64, b0)]),
+            )?;
+        }
+        self.commit(e)
+    }
+
+    /// Writes `data` at byte `offset` of regular file (or new symlink) `ino`.
+    pub fn write(&self, ino: u32, offset: u64, data: &[u8]) -> Result<usize> {
+        let mut ws = self.ws()?;
+        let mut e = self.edit(ino)?;
+        match e.inode.file_type {
+            FileType::Regular | FileType::Symlink => {}
+            FileType::Directory => return Err(Error::IsADirectory),
+            _ => return Err(Error::InvalidArgument("not a regular file")),
+        }
+        e.inode.check_readable()?;
+        let end = offset
+            .checked_add(data.len() as u64)
+            .ok_or(Error::FileTooBig)?;
+        let max =
+            uf2fs_format::node::max_file_blocks(e.inode.addr_slots() as u64) * BLOCK_SIZE as u64;
+        if end > max {
+            return Err(Error::FileTooBig);
+        }
+        if data.is_empty() {
+            return Ok(0);
+        }
+        if e.inode.has_inline_data() {
+            let r = e.inline_range();
+            if end <= r.len() as u64 {
+                put(&mut e.block, r.start + offset as usize, data);
+                e.set_inline(e.inline() | inline_flags::DATA_EXIST);
+                if e.size() < end {
+                    e.set_size(end);
+                }
+                e.touch(true);
+                self.commit(e)?;
+                return Ok(data.len());
+            }
+            // Move the inline bytes out: they become block 0.
+            let old_size = e.size() as usize;
+            let old: Vec<u8> = e
+                .block
+                .get(r.start..r.start + old_size.min(r.len()))
+                .map(<[u8]>::to_vec)
+                .unwrap_or_default();
+            if let Some(a) = e.block.get_mut(r) {
+                a.fill(0);
+            }
+            e.set_inline(e.inline() & !(inline_flags::INLINE_DATA | inline_flags::DATA_EXIST));
+            e.inode = Inode::parse(&e.block, ino, &self.vol().sb)?;
+            if !old.is_empty() {
+                let mut b0 = [0u8; BLOCK_SIZE];
+                put(&mut b0, 0, &old);
+                self.write_data_blocks(
+                    &mut ws,
+                    &mut e,
+                    Log::WarmData,
+                    &BTreeMap::from([(0u64, b0)]),
+                )?;
+            }
+        }
+        // Whole blocks, the partial first and last ones read and merged.
+        let bs = BLOCK_SIZE as u64;
+        let mut done = 0usize;
+        let mut fblk = offset / bs;
+        while done < data.len() {
+            let chunk_end = (fblk + 256).min(end.div_ceil(bs));
+            let mut blocks = BTreeMap::new();
+            for fb in fblk..chunk_end {
+                let bstart = fb * bs;
+                let lo = offset.max(bstart);
+                let hi = end.min(bstart + bs);
+                let mut b = [0u8; BLOCK_SIZE];
+                if lo > bstart || hi < bstart + bs {
+                    let old = self.block_addr(&e, fb)?;
+                    if old != NULL_ADDR && old != NEW_ADDR && bstart < e.size() {
+                        b = crate::mount::read_block(
+                            &*self.vol().dev,
+                            old.into(),
+                            IoCause::UserData,
+                            "file data",
+                        )?;
+                    }
+                }
+                let src = data
+                    .get((lo - offset) as usize..(hi - offset) as usize)
+                    .unwrap_or(&[]);
+                put(&mut b, (lo - bstart) as usize, src);
+                done += src.len();
+                blocks.insert(fb, b);
+            }
+            self.write_data_blocks(&mut ws, &mut e, Log::WarmData, &blocks)?;
+            fblk = chunk_end;
+        }
+        if e.size() < end {
+            e.set_size(end);
+        }
+        e.touch(true);
+        self.commit(e)?;
+        self.maybe_checkpoint(&mut ws)?;
+        Ok(data.len())
+    }
+}
+
+fn rand_u32() -> u32 {
+    let mut b = [0u8; 4];
+    if std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut b))
+        .is_err()
+    {
+        return now().1;
+    }
+    u32::from_le_bytes(b)
+}
+
+/// A name a directory can hold: 1..=255 bytes, no '/' or NUL, not '.' or '..'.
+fn check_name(name: &[u8]) -> Result<()> {
+    if name.len() > MAX_NAME_LEN {
+        return Err(Error::NameTooLong);
+    }
+    if name.is_empty() || name == b"." || name == b".." || name.contains(&b'/') || name.contains(&0)
+    {
+        return Err(Error::InvalidArgument(
+            "a name must be 1 to 255 bytes, without '/' or NUL, and not '.' or '..'",
+        ));
+    }
+    Ok(())
+}
+
+/// Puts an entry into the first run of free slots long enough; false when there is none.
+fn insert_into_area(
+    area: &mut [u8],
+    inline: bool,
+    name: &[u8],
+    ino: u32,
+    hash: u32,
+    ft: FileType,
+) -> bool {
+    let (n, bitmap, e0) = if inline {
+        let (n, bitmap, reserved) = inline_geometry(area.len());
+        (n, bitmap, bitmap + reserved)
+    } else {
+        (NR_DENTRY_IN_BLOCK, 27, 30)
+    };
+    let need = slots_for(name.len());
+    let used = |area: &[u8], s: usize| area.get(s / 8).is_some_and(|b| b & (1 << (s % 8)) != 0);
+    let mut start = 0;
+    while start + need <= n {
+        match (start..start + need).find(|&s| used(area, s)) {
+            Some(busy) => start = busy + 1,
+            None => {
+                let e = e0 + start * DIR_ENTRY_SIZE;
+                put(area, e, &hash.to_le_bytes());
+                put(area, e + 4, &ino.to_le_bytes());
+                put(area, e + 8, &(name.len() as u16).to_le_bytes());
+                put(area, e + 10, &[ft.dentry_code()]);
+                let names = e0 + n * DIR_ENTRY_SIZE;
+                put(area, names + start * SLOT_LEN, name);
+                for s in start..start + need {
+                    if let Some(b) = area.get_mut(s / 8) {
+                        *b |= 1 << (s % 8);
+                    }
+                }
+                let _ = bitmap;
+                return true;
+            }
+        }
+    }
+    false
+}
