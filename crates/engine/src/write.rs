@@ -46,6 +46,27 @@ fn get32(b: &Block, at: usize) -> u32 {
     uf2fs_format::le32(b, at).unwrap_or(0)
 }
 
+/// Recomputes the inode checksum (when the feature and the extra size have one), so that a
+/// changed inode block is always valid as it stands.
+fn fix_checksum(fs: &Fs, b: &mut Block) {
+    let sb = &fs.vol().sb;
+    let extra = b.get(3).is_some_and(|i| i & inline_flags::EXTRA_ATTR != 0);
+    let isize = uf2fs_format::le16(b, I_ADDR_OFFSET).unwrap_or(0);
+    if sb.has(feature::INODE_CHKSUM) && extra && isize >= 12 {
+        let crc = uf2fs_format::inode::compute_checksum(
+            uf2fs_format::inode::checksum_seed(&sb.uuid()),
+            b,
+        );
+        put(b, I_ADDR_OFFSET + 8, &crc.to_le_bytes());
+    }
+}
+
+/// Parses the inode block being edited (its checksum made valid first).
+fn reparse(fs: &Fs, ino: u32, b: &mut Block) -> Result<Inode> {
+    fix_checksum(fs, b);
+    Ok(Inode::parse(b, ino, &fs.vol().sb)?)
+}
+
 fn now() -> (u64, u32) {
     let d = SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -134,7 +155,8 @@ impl Fs {
         Ok(Editing { ino, block, inode })
     }
 
-    fn commit(&self, e: Editing) -> Result<()> {
+    fn commit(&self, mut e: Editing) -> Result<()> {
+        fix_checksum(self, &mut e.block);
         let log = if e.inode.file_type == FileType::Directory {
             Log::HotNode
         } else {
@@ -221,7 +243,7 @@ impl Fs {
             COLD_BIT
         };
         put(&mut b, FOOTER_OFFSET + 8, &cold.to_le_bytes());
-        let inode = Inode::parse(&b, nid, sb)?;
+        let inode = reparse(self, nid, &mut b)?;
         let mut e = Editing {
             ino: nid,
             block: b,
@@ -414,7 +436,7 @@ impl Fs {
             a.fill(0);
         }
         p.set_inline(p.inline() & !inline_flags::INLINE_DENTRY);
-        p.inode = Inode::parse(&p.block, p.ino, &self.vol().sb)?;
+        p.inode = reparse(self, p.ino, &mut p.block)?;
         p.set_u32(72, 1);
         p.inode.current_depth = 1;
         p.set_size(BLOCK_SIZE as u64);
@@ -600,7 +622,7 @@ impl Fs {
         }
         let nid = self.new_node(ws, e, ofs, is_dir, dnode)?;
         e.set_u32(at, nid);
-        e.inode = Inode::parse(&e.block, e.ino, &self.vol().sb)?;
+        e.inode = reparse(self, e.ino, &mut e.block)?;
         Ok(nid)
     }
 
@@ -664,7 +686,7 @@ impl Fs {
             a.fill(0);
         }
         e.set_inline(e.inline() & !(inline_flags::INLINE_DATA | inline_flags::DATA_EXIST));
-        e.inode = Inode::parse(&e.block, ino, &self.vol().sb)?;
+        e.inode = reparse(self, ino, &mut e.block)?;
         if !data.is_empty() {
             let mut b0 = [0u8; BLOCK_SIZE];
             put(&mut b0, 0, data);
@@ -722,7 +744,7 @@ impl Fs {
                 a.fill(0);
             }
             e.set_inline(e.inline() & !(inline_flags::INLINE_DATA | inline_flags::DATA_EXIST));
-            e.inode = Inode::parse(&e.block, ino, &self.vol().sb)?;
+            e.inode = reparse(self, ino, &mut e.block)?;
             if !old.is_empty() {
                 let mut b0 = [0u8; BLOCK_SIZE];
                 put(&mut b0, 0, &old);
