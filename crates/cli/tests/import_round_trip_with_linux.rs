@@ -89,7 +89,7 @@ fn round_trip(name: &str, mkfs_args: &[&str]) {
         "--size".as_ref(),
         "512M".as_ref(),
     ];
-    a.extend(mkfs_args.iter().map(|s| std::ffi::OsStr::new(s)));
+    a.extend(mkfs_args.iter().map(std::ffi::OsStr::new));
     uf2fs(&a);
     // 1. uf2fs writes.
     let src = source_tree(&dir, 21);
