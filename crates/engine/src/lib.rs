@@ -9,6 +9,7 @@
 //! damaged SIT does not keep files from being read.
 
 mod checkpoint;
+mod delete;
 mod dir;
 mod error;
 mod file;
@@ -17,6 +18,7 @@ mod mkfs;
 mod mount;
 mod nat;
 mod node;
+mod rename;
 mod segment;
 mod sit;
 mod write;
@@ -26,6 +28,7 @@ pub use error::{Error, Result};
 pub use fs::{type_name, Attr, DirEntry, Extent, Fs, StatFs, WalkItem};
 pub use mkfs::{mkfs, parse_features, MkfsOptions, MKFS_FEATURES};
 pub use mount::{MountInfo, VolumeInfo};
+pub use rename::{RENAME_EXCHANGE, RENAME_NOREPLACE};
 pub use sit::SegmentUsage;
 pub use uf2fs_format::geometry::Geometry;
 pub use write::NewInode;

@@ -123,6 +123,22 @@ impl Nat {
         Ok(())
     }
 
+    /// Frees `nid` (its version bumps, as the kernel does); reusable after the next checkpoint.
+    pub fn free(&self, dev: &dyn BlockDevice, nid: u32) -> Result<()> {
+        let mut inner = self.lock()?;
+        let old = self.entry_locked(&mut inner, dev, nid)?;
+        inner.journal.insert(
+            nid,
+            NatEntry {
+                version: old.version.wrapping_add(1),
+                ino: nid,
+                block_addr: 0,
+            },
+        );
+        inner.freed.insert(nid);
+        Ok(())
+    }
+
     /// A free nid, taken (the caller sets its entry before the next checkpoint).
     pub fn alloc(&self, dev: &dyn BlockDevice) -> Result<u32> {
         let mut inner = self.lock()?;

@@ -106,6 +106,16 @@ impl Nodes {
         Ok((b, None))
     }
 
+    /// Forgets a node that no longer exists (its dirty copy is not written).
+    pub fn forget(&self, nid: u32) {
+        if let Ok(mut d) = self.dirty.lock() {
+            d.remove(&nid);
+        }
+        if let Ok(mut c) = self.cache.lock() {
+            c.remove(&nid);
+        }
+    }
+
     /// Reads node `nid` and checks its NAT entry and footer.
     pub fn read(
         &self,

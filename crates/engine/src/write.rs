@@ -42,7 +42,7 @@ fn put(b: &mut [u8], at: usize, bytes: &[u8]) {
     }
 }
 
-fn get32(b: &Block, at: usize) -> u32 {
+pub(crate) fn get32(b: &Block, at: usize) -> u32 {
     uf2fs_format::le32(b, at).unwrap_or(0)
 }
 
@@ -62,7 +62,7 @@ fn fix_checksum(fs: &Fs, b: &mut Block) {
 }
 
 /// Parses the inode block being edited (its checksum made valid first).
-fn reparse(fs: &Fs, ino: u32, b: &mut Block) -> Result<Inode> {
+pub(crate) fn reparse(fs: &Fs, ino: u32, b: &mut Block) -> Result<Inode> {
     fix_checksum(fs, b);
     Ok(Inode::parse(b, ino, &fs.vol().sb)?)
 }
@@ -84,47 +84,47 @@ pub struct NewInode {
 }
 
 /// An inode being changed: its node block and what the parsed inode says about its layout.
-struct Editing {
-    ino: u32,
-    block: Block,
-    inode: Inode,
+pub(crate) struct Editing {
+    pub ino: u32,
+    pub block: Block,
+    pub inode: Inode,
 }
 
 impl Editing {
-    fn extra_words(&self) -> usize {
+    pub(crate) fn extra_words(&self) -> usize {
         usize::from(self.inode.extra_isize / 4)
     }
-    fn set_u32(&mut self, at: usize, v: u32) {
+    pub(crate) fn set_u32(&mut self, at: usize, v: u32) {
         put(&mut self.block, at, &v.to_le_bytes());
     }
-    fn set_u64(&mut self, at: usize, v: u64) {
+    pub(crate) fn set_u64(&mut self, at: usize, v: u64) {
         put(&mut self.block, at, &v.to_le_bytes());
     }
-    fn size(&self) -> u64 {
+    pub(crate) fn size(&self) -> u64 {
         uf2fs_format::le64(&self.block, 16).unwrap_or(0)
     }
-    fn set_size(&mut self, v: u64) {
+    pub(crate) fn set_size(&mut self, v: u64) {
         self.set_u64(16, v);
     }
-    fn add_blocks(&mut self, n: i64) {
+    pub(crate) fn add_blocks(&mut self, n: i64) {
         let b = uf2fs_format::le64(&self.block, 24).unwrap_or(0);
         self.set_u64(24, b.saturating_add_signed(n));
     }
-    fn links(&self) -> u32 {
+    pub(crate) fn links(&self) -> u32 {
         get32(&self.block, 12)
     }
-    fn set_links(&mut self, v: u32) {
+    pub(crate) fn set_links(&mut self, v: u32) {
         self.set_u32(12, v);
     }
-    fn inline(&self) -> u8 {
+    pub(crate) fn inline(&self) -> u8 {
         self.block.get(3).copied().unwrap_or(0)
     }
-    fn set_inline(&mut self, v: u8) {
+    pub(crate) fn set_inline(&mut self, v: u8) {
         if let Some(b) = self.block.get_mut(3) {
             *b = v;
         }
     }
-    fn touch(&mut self, mtime: bool) {
+    pub(crate) fn touch(&mut self, mtime: bool) {
         let (s, ns) = now();
         self.set_u64(40, s);
         self.set_u32(60, ns);
@@ -134,17 +134,23 @@ impl Editing {
         }
     }
     /// Byte range of the inline data / dentry area.
-    fn inline_range(&self) -> std::ops::Range<usize> {
+    pub(crate) fn inline_range(&self) -> std::ops::Range<usize> {
         let start = I_ADDR_OFFSET + 4 * (self.extra_words() + 1);
         start..start + self.inode.inline_capacity()
     }
-    fn addr_slot(&self, i: usize) -> usize {
+    pub(crate) fn addr_slot(&self, i: usize) -> usize {
         I_ADDR_OFFSET + 4 * (self.extra_words() + i)
+    }
+    pub(crate) fn nid_slot(&self, slot: usize) -> u32 {
+        get32(&self.block, I_NID_OFFSET + 4 * slot)
+    }
+    pub(crate) fn set_nid_slot(&mut self, slot: usize, nid: u32) {
+        self.set_u32(I_NID_OFFSET + 4 * slot, nid);
     }
 }
 
 impl Fs {
-    fn edit(&self, ino: u32) -> Result<Editing> {
+    pub(crate) fn edit(&self, ino: u32) -> Result<Editing> {
         let block = *self.vol().nodes.read(
             &*self.vol().dev,
             &self.vol().nat,
@@ -155,7 +161,7 @@ impl Fs {
         Ok(Editing { ino, block, inode })
     }
 
-    fn commit(&self, mut e: Editing) -> Result<()> {
+    pub(crate) fn commit(&self, mut e: Editing) -> Result<()> {
         fix_checksum(self, &mut e.block);
         let log = if e.inode.file_type == FileType::Directory {
             Log::HotNode
@@ -353,7 +359,7 @@ impl Fs {
         self.commit(e)
     }
 
-    fn add_entry(
+    pub(crate) fn add_entry(
         &self,
         ws: &mut WriteState,
         parent: u32,
@@ -446,7 +452,7 @@ impl Fs {
     /// The address of file block `fblk` of the inode being edited (0 for a hole). The
     /// inode's own slots are read from the block being edited; `e.inode` is re-parsed whenever
     /// an i_nid changes, so the walk below it sees the current nodes.
-    fn block_addr(&self, e: &Editing, fblk: u64) -> Result<u32> {
+    pub(crate) fn block_addr(&self, e: &Editing, fblk: u64) -> Result<u32> {
         if fblk < e.inode.addr_slots() as u64 {
             return Ok(get32(&e.block, e.addr_slot(fblk as usize)));
         }
@@ -461,7 +467,7 @@ impl Fs {
 
     /// Writes whole blocks at file blocks, out of place in `log`: each gets a new address in
     /// its dnode (made when missing), the old one is invalidated, the data is written.
-    fn write_data_blocks(
+    pub(crate) fn write_data_blocks(
         &self,
         ws: &mut WriteState,
         e: &mut Editing,
@@ -515,7 +521,7 @@ impl Fs {
         Ok(old)
     }
 
-    fn node_for_edit(&self, nid: u32, ino: u32, is_dir: bool) -> Result<(Block, Log)> {
+    pub(crate) fn node_for_edit(&self, nid: u32, ino: u32, is_dir: bool) -> Result<(Block, Log)> {
         let v = self.vol();
         let (b, log) = v.nodes.get_for_edit(&*v.dev, &v.nat, nid, ino)?;
         let ofs = u64::from(uf2fs_format::node::Footer::of(&b).ofs());
@@ -811,7 +817,7 @@ fn rand_u32() -> u32 {
 }
 
 /// A name a directory can hold: 1..=255 bytes, no '/' or NUL, not '.' or '..'.
-fn check_name(name: &[u8]) -> Result<()> {
+pub(crate) fn check_name(name: &[u8]) -> Result<()> {
     if name.len() > MAX_NAME_LEN {
         return Err(Error::NameTooLong);
     }

@@ -1,0 +1,373 @@
+//! Taking things away: directory entries, inodes whose last link goes, file blocks past a
+//! new size. A freed block is invalidated in the SIT (its segment is reused only after the
+//! next checkpoint); a freed node's NAT entry is cleared with its version bumped and its nid
+//! held back until the next checkpoint; a dirty copy of a freed node is dropped.
+
+use crate::checkpoint::WriteState;
+use crate::error::{Error, Result};
+use crate::fs::Fs;
+use std::ops::ControlFlow;
+use uf2fs_device::IoCause;
+use uf2fs_format::dentry::{slots_for, DentryArea, NR_DENTRY_IN_BLOCK};
+use uf2fs_format::hash::dentry_hash;
+use uf2fs_format::inode::{FileType, Inode};
+use uf2fs_format::node::{entry, ADDRS_PER_BLOCK};
+use uf2fs_format::{Block, BLOCK_SIZE, NEW_ADDR, NULL_ADDR};
+
+const N: u64 = ADDRS_PER_BLOCK;
+
+/// Where a directory entry was found: the inline area (block `None`) or a dentry block.
+pub(crate) struct Found {
+    pub ino: u32,
+    pub fblk: Option<u64>,
+    pub slot: usize,
+    pub len: usize,
+}
+
+impl Fs {
+    /// Finds `name` in directory `dir` with its place.
+    pub(crate) fn find_entry(&self, dir: &Inode, name: &[u8]) -> Result<Found> {
+        let hash = dentry_hash(name);
+        let mut found = None;
+        if dir.has_inline_dentry() {
+            for e in DentryArea::inline(dir.inline_area()).iter().flatten() {
+                if e.name == name {
+                    found = Some(Found {
+                        ino: e.ino,
+                        fblk: None,
+                        slot: e.slot,
+                        len: name.len(),
+                    });
+                    break;
+                }
+            }
+            return found.ok_or(Error::NotFound);
+        }
+        let mut blocks = Vec::new();
+        self.vol()
+            .for_each_addr(dir, 0, dir.size.div_ceil(BLOCK_SIZE as u64), &mut |f, a| {
+                blocks.push((f, a));
+                Ok(())
+            })?;
+        for (fblk, addr) in blocks {
+            let b = crate::mount::read_block(
+                &*self.vol().dev,
+                addr.into(),
+                IoCause::UserData,
+                "dentry block",
+            )?;
+            for e in DentryArea::block(&b).iter().flatten() {
+                if e.hash == hash && e.name == name {
+                    return Ok(Found {
+                        ino: e.ino,
+                        fblk: Some(fblk),
+                        slot: e.slot,
+                        len: name.len(),
+                    });
+                }
+            }
+        }
+        Err(Error::NotFound)
+    }
+
+    /// Clears an entry's bitmap bits; a dentry block left empty becomes a hole.
+    pub(crate) fn remove_entry(&self, ws: &mut WriteState, dir_ino: u32, f: &Found) -> Result<()> {
+        let mut p = self.edit(dir_ino)?;
+        let clear = |bitmap: &mut [u8]| {
+            for s in f.slot..f.slot + slots_for(f.len) {
+                if let Some(b) = bitmap.get_mut(s / 8) {
+                    *b &= !(1 << (s % 8));
+                }
+            }
+        };
+        match f.fblk {
+            None => {
+                let r = p.inline_range();
+                if let Some(area) = p.block.get_mut(r) {
+                    clear(area);
+                }
+            }
+            Some(fblk) => {
+                let old = self.block_addr(&p, fblk)?;
+                let mut b = crate::mount::read_block(
+                    &*self.vol().dev,
+                    old.into(),
+                    IoCause::UserData,
+                    "dentry block",
+                )?;
+                clear(&mut b[..]);
+                let empty = (0..NR_DENTRY_IN_BLOCK)
+                    .all(|s| b.get(s / 8).is_some_and(|x| x & (1 << (s % 8)) == 0));
+                if empty {
+                    self.punch(ws, &mut p, fblk, fblk + 1)?;
+                } else {
+                    self.write_data_blocks(
+                        ws,
+                        &mut p,
+                        crate::segment::Log::HotData,
+                        &std::collections::BTreeMap::from([(fblk, b)]),
+                    )?;
+                }
+            }
+        }
+        p.touch(true);
+        self.commit(p)
+    }
+
+    /// Removes the name `name` of a non-directory from `parent`; the inode goes with its last
+    /// link.
+    pub fn unlink(&self, parent: u32, name: &[u8]) -> Result<()> {
+        let mut ws = self.ws()?;
+        let dir = self.inode(parent)?;
+        if dir.file_type != FileType::Directory {
+            return Err(Error::NotADirectory);
+        }
+        let f = self.find_entry(&dir, name)?;
+        let target = self.inode(f.ino)?;
+        if target.file_type == FileType::Directory {
+            return Err(Error::IsADirectory);
+        }
+        self.remove_entry(&mut ws, parent, &f)?;
+        self.drop_link(&mut ws, f.ino)
+    }
+
+    /// Removes the empty directory `name` from `parent`.
+    pub fn rmdir(&self, parent: u32, name: &[u8]) -> Result<()> {
+        let mut ws = self.ws()?;
+        let dir = self.inode(parent)?;
+        if dir.file_type != FileType::Directory {
+            return Err(Error::NotADirectory);
+        }
+        if name == b"." {
+            return Err(Error::InvalidArgument("cannot remove '.'"));
+        }
+        if name == b".." {
+            return Err(Error::NotEmpty);
+        }
+        let f = self.find_entry(&dir, name)?;
+        let target = self.inode(f.ino)?;
+        if target.file_type != FileType::Directory {
+            return Err(Error::NotADirectory);
+        }
+        if !self.readdir(f.ino)?.is_empty() {
+            return Err(Error::NotEmpty);
+        }
+        self.remove_entry(&mut ws, parent, &f)?;
+        let mut p = self.edit(parent)?;
+        p.set_links(p.links().saturating_sub(1));
+        self.commit(p)?;
+        self.free_inode(&mut ws, f.ino)
+    }
+
+    /// One link fewer; the inode is freed with its last one.
+    pub(crate) fn drop_link(&self, ws: &mut WriteState, ino: u32) -> Result<()> {
+        let mut e = self.edit(ino)?;
+        let links = e.links().saturating_sub(1);
+        if links == 0 {
+            return self.free_inode(ws, ino);
+        }
+        e.set_links(links);
+        e.touch(false);
+        self.commit(e)
+    }
+
+    /// Frees an inode: its data, its node tree, its xattr node, and the inode itself.
+    pub(crate) fn free_inode(&self, ws: &mut WriteState, ino: u32) -> Result<()> {
+        let mut e = self.edit(ino)?;
+        if !e.inode.has_inline_data()
+            && !e.inode.has_inline_dentry()
+            && matches!(
+                e.inode.file_type,
+                FileType::Regular | FileType::Directory | FileType::Symlink
+            )
+        {
+            self.punch(ws, &mut e, 0, u64::MAX)?;
+        }
+        if e.inode.xattr_nid != 0 {
+            self.free_node(ws, e.inode.xattr_nid)?;
+        }
+        if let Ok(mut c) = self.vol().inodes.lock() {
+            c.remove(&ino);
+        }
+        self.free_node(ws, ino)?;
+        ws.valid_inodes = ws.valid_inodes.saturating_sub(1);
+        Ok(())
+    }
+
+    /// Frees node `nid`: its block, its NAT entry, its dirty copy.
+    fn free_node(&self, ws: &mut WriteState, nid: u32) -> Result<()> {
+        let v = self.vol();
+        let e = v.nat.entry(&*v.dev, nid)?;
+        if e.block_addr != NULL_ADDR && e.block_addr != NEW_ADDR {
+            ws.segs.invalidate(e.block_addr);
+        }
+        v.nat.free(&*v.dev, nid)?;
+        v.nodes.forget(nid);
+        ws.valid_nodes = ws.valid_nodes.saturating_sub(1);
+        ws.valid_blocks = ws.valid_blocks.saturating_sub(1);
+        Ok(())
+    }
+
+    fn free_addr(&self, ws: &mut WriteState, e: &mut crate::write::Editing, addr: u32) {
+        if addr == NULL_ADDR {
+            return;
+        }
+        if addr != NEW_ADDR {
+            ws.segs.invalidate(addr);
+        }
+        ws.valid_blocks = ws.valid_blocks.saturating_sub(1);
+        e.add_blocks(-1);
+    }
+
+    /// Frees the data blocks of file blocks [start, end) and every node left with nothing
+    /// under it (a node is freed only when its whole range is inside [start, end)).
+    pub(crate) fn punch(
+        &self,
+        ws: &mut WriteState,
+        e: &mut crate::write::Editing,
+        start: u64,
+        end: u64,
+    ) -> Result<()> {
+        let a = e.inode.addr_slots() as u64;
+        for i in start.min(a)..end.min(a) {
+            let at = e.addr_slot(i as usize);
+            let addr = crate::write::get32(&e.block, at);
+            self.free_addr(ws, e, addr);
+            e.set_u32(at, NULL_ADDR);
+        }
+        let mut base = a;
+        // Spans of the five i_nid slots and how deep each goes.
+        let spans = [
+            (0usize, N, 0u32),
+            (1, N, 0),
+            (2, N * N, 1),
+            (3, N * N, 1),
+            (4, N * N * N, 2),
+        ];
+        for (slot, span, depth) in spans {
+            if end > base && start < base + span {
+                let nid = e.nid_slot(slot);
+                if nid != 0
+                    && self
+                        .punch_node(ws, e, nid, depth, base, start, end)?
+                        .is_break()
+                {
+                    e.set_nid_slot(slot, 0);
+                    e.inode = crate::write::reparse(self, e.ino, &mut e.block)?;
+                }
+            }
+            base += span;
+        }
+        Ok(())
+    }
+
+    /// Punches [start, end) under node `nid` covering file blocks from `base`; returns
+    /// `Break` when the node itself was freed.
+    #[allow(clippy::too_many_arguments)]
+    fn punch_node(
+        &self,
+        ws: &mut WriteState,
+        e: &mut crate::write::Editing,
+        nid: u32,
+        depth: u32,
+        base: u64,
+        start: u64,
+        end: u64,
+    ) -> Result<ControlFlow<()>> {
+        let span_per_entry = N.pow(depth);
+        let whole = start <= base && end >= base.saturating_add(N * span_per_entry);
+        let (mut b, log) =
+            self.node_for_edit(nid, e.ino, e.inode.file_type == FileType::Directory)?;
+        let mut changed = false;
+        for k in 0..N {
+            let lo = base + k * span_per_entry;
+            let hi = lo + span_per_entry;
+            if hi <= start || lo >= end {
+                continue;
+            }
+            let v = entry(&b, k);
+            if v == 0 {
+                continue;
+            }
+            if depth == 0 {
+                self.free_addr(ws, e, v);
+                put32(&mut b, k, 0);
+                changed = true;
+            } else if self
+                .punch_node(ws, e, v, depth - 1, lo, start, end)?
+                .is_break()
+            {
+                put32(&mut b, k, 0);
+                changed = true;
+            }
+        }
+        if whole {
+            self.free_node(ws, nid)?;
+            e.add_blocks(-1);
+            return Ok(ControlFlow::Break(()));
+        }
+        if changed {
+            self.vol().nodes.put_dirty(nid, b, log)?;
+        }
+        Ok(ControlFlow::Continue(()))
+    }
+
+    /// Sets the size of regular file `ino`: blocks past it are freed, the tail of the last
+    /// block is zeroed; growing makes a hole.
+    pub fn truncate(&self, ino: u32, size: u64) -> Result<()> {
+        let cur = self.inode(ino)?;
+        if cur.file_type != FileType::Regular {
+            return Err(if cur.file_type == FileType::Directory {
+                Error::IsADirectory
+            } else {
+                Error::InvalidArgument("not a regular file")
+            });
+        }
+        if size >= cur.size {
+            return self.extend(ino, size);
+        }
+        let mut ws = self.ws()?;
+        let mut e = self.edit(ino)?;
+        if e.inode.has_inline_data() {
+            let r = e.inline_range();
+            if let Some(tail) = e.block.get_mut(r.start + size as usize..r.end) {
+                tail.fill(0);
+            }
+        } else {
+            let bs = BLOCK_SIZE as u64;
+            let keep = size.div_ceil(bs);
+            self.punch(&mut ws, &mut e, keep, u64::MAX)?;
+            if !size.is_multiple_of(bs) {
+                let last = size / bs;
+                let addr = self.block_addr(&e, last)?;
+                if addr != NULL_ADDR && addr != NEW_ADDR {
+                    let mut b: Block = crate::mount::read_block(
+                        &*self.vol().dev,
+                        addr.into(),
+                        IoCause::UserData,
+                        "file data",
+                    )?;
+                    if let Some(t) = b.get_mut((size % bs) as usize..) {
+                        t.fill(0);
+                    }
+                    self.write_data_blocks(
+                        &mut ws,
+                        &mut e,
+                        crate::segment::Log::WarmData,
+                        &std::collections::BTreeMap::from([(last, b)]),
+                    )?;
+                }
+            }
+        }
+        e.set_size(size);
+        e.touch(true);
+        self.commit(e)
+    }
+}
+
+fn put32(b: &mut Block, k: u64, v: u32) {
+    let at = k as usize * 4;
+    if let Some(dst) = b.get_mut(at..at + 4) {
+        dst.copy_from_slice(&v.to_le_bytes());
+    }
+}
