@@ -154,7 +154,7 @@ fn run(seed: u64) -> (std::path::PathBuf, Model, usize) {
         .unwrap()
         .set_len(768 << 20)
         .unwrap();
-    let features = if seed % 2 == 0 {
+    let features = if seed.is_multiple_of(2) {
         0
     } else {
         uf2fs_engine::parse_features(
