@@ -52,6 +52,9 @@ pub(crate) struct WriteState {
     pub mounted_at: Instant,
     /// Checkpoints written since mount.
     pub checkpoints: u64,
+    /// Set when a change failed half-way: the in-memory state may not be consistent, so no
+    /// further change or checkpoint is made; the image stays at its last checkpoint.
+    pub failed: Option<String>,
 }
 
 fn put(b: &mut [u8], at: usize, bytes: &[u8]) {
@@ -76,6 +79,19 @@ impl WriteState {
 /// Writes the dirty nodes, NAT, SIT and a checkpoint pack. `umount` marks the pack as written
 /// at a clean unmount (with node summaries).
 pub(crate) fn write_checkpoint(vol: &Vol, ws: &mut WriteState, umount: bool) -> Result<()> {
+    if let Some(why) = &ws.failed {
+        return Err(Error::ReadOnly(format!(
+            "no checkpoint after a failed change ({why}); the image keeps its last checkpoint"
+        )));
+    }
+    let r = checkpoint_inner(vol, ws, umount);
+    if let Err(e) = &r {
+        ws.failed = Some(format!("checkpoint: {e}"));
+    }
+    r
+}
+
+fn checkpoint_inner(vol: &Vol, ws: &mut WriteState, umount: bool) -> Result<()> {
     let dev = &*vol.dev;
     let io = |what: String| move |e: std::io::Error| Error::io(what, e);
     ws.segs.now = ws.elapsed();
@@ -119,6 +135,7 @@ pub(crate) fn write_checkpoint(vol: &Vol, ws: &mut WriteState, umount: bool) -> 
         writes.insert(addr, b);
     }
     write_runs(vol, &writes, IoCause::Node)?;
+    ws.segs.roll_full()?;
     let ssa = u64::from(vol.layout.ssa);
     for (segno, blk) in std::mem::take(&mut ws.segs.closed) {
         dev.write_blocks(ssa + u64::from(segno), &blk[..], IoCause::Meta)

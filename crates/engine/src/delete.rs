@@ -117,46 +117,48 @@ impl Fs {
     /// Removes the name `name` of a non-directory from `parent`; the inode goes with its last
     /// link.
     pub fn unlink(&self, parent: u32, name: &[u8]) -> Result<()> {
-        let mut ws = self.ws()?;
-        let dir = self.inode(parent)?;
-        if dir.file_type != FileType::Directory {
-            return Err(Error::NotADirectory);
-        }
-        let f = self.find_entry(&dir, name)?;
-        let target = self.inode(f.ino)?;
-        if target.file_type == FileType::Directory {
-            return Err(Error::IsADirectory);
-        }
-        self.remove_entry(&mut ws, parent, &f)?;
-        self.drop_link(&mut ws, f.ino)
+        self.changing(4, |ws| {
+            let dir = self.inode(parent)?;
+            if dir.file_type != FileType::Directory {
+                return Err(Error::NotADirectory);
+            }
+            let f = self.find_entry(&dir, name)?;
+            let target = self.inode(f.ino)?;
+            if target.file_type == FileType::Directory {
+                return Err(Error::IsADirectory);
+            }
+            self.remove_entry(ws, parent, &f)?;
+            self.drop_link(ws, f.ino)
+        })
     }
 
     /// Removes the empty directory `name` from `parent`.
     pub fn rmdir(&self, parent: u32, name: &[u8]) -> Result<()> {
-        let mut ws = self.ws()?;
-        let dir = self.inode(parent)?;
-        if dir.file_type != FileType::Directory {
-            return Err(Error::NotADirectory);
-        }
-        if name == b"." {
-            return Err(Error::InvalidArgument("cannot remove '.'"));
-        }
-        if name == b".." {
-            return Err(Error::NotEmpty);
-        }
-        let f = self.find_entry(&dir, name)?;
-        let target = self.inode(f.ino)?;
-        if target.file_type != FileType::Directory {
-            return Err(Error::NotADirectory);
-        }
-        if !self.readdir(f.ino)?.is_empty() {
-            return Err(Error::NotEmpty);
-        }
-        self.remove_entry(&mut ws, parent, &f)?;
-        let mut p = self.edit(parent)?;
-        p.set_links(p.links().saturating_sub(1));
-        self.commit(p)?;
-        self.free_inode(&mut ws, f.ino)
+        self.changing(4, |ws| {
+            let dir = self.inode(parent)?;
+            if dir.file_type != FileType::Directory {
+                return Err(Error::NotADirectory);
+            }
+            if name == b"." {
+                return Err(Error::InvalidArgument("cannot remove '.'"));
+            }
+            if name == b".." {
+                return Err(Error::NotEmpty);
+            }
+            let f = self.find_entry(&dir, name)?;
+            let target = self.inode(f.ino)?;
+            if target.file_type != FileType::Directory {
+                return Err(Error::NotADirectory);
+            }
+            if !self.readdir(f.ino)?.is_empty() {
+                return Err(Error::NotEmpty);
+            }
+            self.remove_entry(ws, parent, &f)?;
+            let mut p = self.edit(parent)?;
+            p.set_links(p.links().saturating_sub(1));
+            self.commit(p)?;
+            self.free_inode(ws, f.ino)
+        })
     }
 
     /// One link fewer; the inode is freed with its last one.
@@ -326,42 +328,43 @@ impl Fs {
         if size >= cur.size {
             return self.extend(ino, size);
         }
-        let mut ws = self.ws()?;
-        let mut e = self.edit(ino)?;
-        if e.inode.has_inline_data() {
-            let r = e.inline_range();
-            if let Some(tail) = e.block.get_mut(r.start + size as usize..r.end) {
-                tail.fill(0);
-            }
-        } else {
-            let bs = BLOCK_SIZE as u64;
-            let keep = size.div_ceil(bs);
-            self.punch(&mut ws, &mut e, keep, u64::MAX)?;
-            if !size.is_multiple_of(bs) {
-                let last = size / bs;
-                let addr = self.block_addr(&e, last)?;
-                if addr != NULL_ADDR && addr != NEW_ADDR {
-                    let mut b: Block = crate::mount::read_block(
-                        &*self.vol().dev,
-                        addr.into(),
-                        IoCause::UserData,
-                        "file data",
-                    )?;
-                    if let Some(t) = b.get_mut((size % bs) as usize..) {
-                        t.fill(0);
+        self.changing(4, |ws| {
+            let mut e = self.edit(ino)?;
+            if e.inode.has_inline_data() {
+                let r = e.inline_range();
+                if let Some(tail) = e.block.get_mut(r.start + size as usize..r.end) {
+                    tail.fill(0);
+                }
+            } else {
+                let bs = BLOCK_SIZE as u64;
+                let keep = size.div_ceil(bs);
+                self.punch(ws, &mut e, keep, u64::MAX)?;
+                if !size.is_multiple_of(bs) {
+                    let last = size / bs;
+                    let addr = self.block_addr(&e, last)?;
+                    if addr != NULL_ADDR && addr != NEW_ADDR {
+                        let mut b: Block = crate::mount::read_block(
+                            &*self.vol().dev,
+                            addr.into(),
+                            IoCause::UserData,
+                            "file data",
+                        )?;
+                        if let Some(t) = b.get_mut((size % bs) as usize..) {
+                            t.fill(0);
+                        }
+                        self.write_data_blocks(
+                            ws,
+                            &mut e,
+                            crate::segment::Log::WarmData,
+                            &std::collections::BTreeMap::from([(last, b)]),
+                        )?;
                     }
-                    self.write_data_blocks(
-                        &mut ws,
-                        &mut e,
-                        crate::segment::Log::WarmData,
-                        &std::collections::BTreeMap::from([(last, b)]),
-                    )?;
                 }
             }
-        }
-        e.set_size(size);
-        e.touch(true);
-        self.commit(e)
+            e.set_size(size);
+            e.touch(true);
+            self.commit(e)
+        })
     }
 }
 

@@ -278,16 +278,24 @@ impl Fs {
             orphans: Vec::new(),
             mounted_at: std::time::Instant::now(),
             checkpoints: 0,
+            failed: None,
         })
     }
 
     pub(crate) fn ws(&self) -> Result<std::sync::MutexGuard<'_, WriteState>> {
-        self.vol
+        let ws = self
+            .vol
             .write
             .as_ref()
             .ok_or(Error::ReadOnly("the volume is mounted read-only".into()))?
             .lock()
-            .map_err(|_| Error::InvalidArgument("internal lock poisoned by an earlier failure"))
+            .map_err(|_| Error::InvalidArgument("internal lock poisoned by an earlier failure"))?;
+        if let Some(why) = &ws.failed {
+            return Err(Error::ReadOnly(format!(
+                "an earlier change failed ({why}); the image keeps its last checkpoint"
+            )));
+        }
+        Ok(ws)
     }
 
     /// Writes a checkpoint: everything changed so far becomes durable.

@@ -123,99 +123,100 @@ impl Fs {
         if old_name == b"." || old_name == b".." {
             return Err(Error::InvalidArgument("cannot rename '.' or '..'"));
         }
-        let mut ws = self.ws()?;
-        let (od, nd) = (self.inode(old_parent)?, self.inode(new_parent)?);
-        if od.file_type != FileType::Directory || nd.file_type != FileType::Directory {
-            return Err(Error::NotADirectory);
-        }
-        let src = self.find_entry(&od, old_name)?;
-        let sattr = self.inode(src.ino)?;
-        let target = match self.find_entry(&nd, new_name) {
-            Ok(t) => Some(t),
-            Err(Error::NotFound) => None,
-            Err(e) => return Err(e),
-        };
-        if old_parent == new_parent && old_name == new_name {
-            return Ok(());
-        }
-        if target.as_ref().is_some_and(|t| t.ino == src.ino) && flags & RENAME_EXCHANGE == 0 {
-            return Ok(()); // two names of one inode: nothing to do, as POSIX says
-        }
-        if sattr.file_type == FileType::Directory && self.is_ancestor(src.ino, new_parent)? {
-            return Err(Error::InvalidArgument(
-                "cannot move a directory into itself",
-            ));
-        }
-        if flags & RENAME_EXCHANGE != 0 {
-            let t = target.ok_or(Error::NotFound)?;
-            let tattr = self.inode(t.ino)?;
-            if tattr.file_type == FileType::Directory && self.is_ancestor(t.ino, old_parent)? {
+        self.changing(8, |ws| {
+            let (od, nd) = (self.inode(old_parent)?, self.inode(new_parent)?);
+            if od.file_type != FileType::Directory || nd.file_type != FileType::Directory {
+                return Err(Error::NotADirectory);
+            }
+            let src = self.find_entry(&od, old_name)?;
+            let sattr = self.inode(src.ino)?;
+            let target = match self.find_entry(&nd, new_name) {
+                Ok(t) => Some(t),
+                Err(Error::NotFound) => None,
+                Err(e) => return Err(e),
+            };
+            if old_parent == new_parent && old_name == new_name {
+                return Ok(());
+            }
+            if target.as_ref().is_some_and(|t| t.ino == src.ino) && flags & RENAME_EXCHANGE == 0 {
+                return Ok(()); // two names of one inode: nothing to do, as POSIX says
+            }
+            if sattr.file_type == FileType::Directory && self.is_ancestor(src.ino, new_parent)? {
                 return Err(Error::InvalidArgument(
                     "cannot move a directory into itself",
                 ));
             }
-            self.retarget(&mut ws, old_parent, &src, t.ino, tattr.file_type)?;
-            let nd = self.inode(new_parent)?;
-            let t2 = self.find_entry(&nd, new_name)?;
-            self.retarget(&mut ws, new_parent, &t2, src.ino, sattr.file_type)?;
-            if old_parent != new_parent {
-                let (sd, td) = (
-                    sattr.file_type == FileType::Directory,
-                    tattr.file_type == FileType::Directory,
-                );
-                if sd {
-                    self.set_dotdot(&mut ws, src.ino, new_parent)?;
-                }
-                if td {
-                    self.set_dotdot(&mut ws, t.ino, old_parent)?;
-                }
-                if sd != td {
-                    let d = if sd { 1 } else { -1 };
-                    self.adjust_links(new_parent, d)?;
-                    self.adjust_links(old_parent, -d)?;
-                }
-            }
-            self.moved_inode(src.ino, new_parent, new_name)?;
-            return self.moved_inode(t.ino, old_parent, old_name);
-        }
-        let is_dir = sattr.file_type == FileType::Directory;
-        match target {
-            Some(t) => {
-                if flags & RENAME_NOREPLACE != 0 {
-                    return Err(Error::Exists);
-                }
+            if flags & RENAME_EXCHANGE != 0 {
+                let t = target.ok_or(Error::NotFound)?;
                 let tattr = self.inode(t.ino)?;
-                let tdir = tattr.file_type == FileType::Directory;
-                if is_dir && !tdir {
-                    return Err(Error::NotADirectory);
+                if tattr.file_type == FileType::Directory && self.is_ancestor(t.ino, old_parent)? {
+                    return Err(Error::InvalidArgument(
+                        "cannot move a directory into itself",
+                    ));
                 }
-                if !is_dir && tdir {
-                    return Err(Error::IsADirectory);
+                self.retarget(ws, old_parent, &src, t.ino, tattr.file_type)?;
+                let nd = self.inode(new_parent)?;
+                let t2 = self.find_entry(&nd, new_name)?;
+                self.retarget(ws, new_parent, &t2, src.ino, sattr.file_type)?;
+                if old_parent != new_parent {
+                    let (sd, td) = (
+                        sattr.file_type == FileType::Directory,
+                        tattr.file_type == FileType::Directory,
+                    );
+                    if sd {
+                        self.set_dotdot(ws, src.ino, new_parent)?;
+                    }
+                    if td {
+                        self.set_dotdot(ws, t.ino, old_parent)?;
+                    }
+                    if sd != td {
+                        let d = if sd { 1 } else { -1 };
+                        self.adjust_links(new_parent, d)?;
+                        self.adjust_links(old_parent, -d)?;
+                    }
                 }
-                if tdir && !self.readdir(t.ino)?.is_empty() {
-                    return Err(Error::NotEmpty);
-                }
-                self.retarget(&mut ws, new_parent, &t, src.ino, sattr.file_type)?;
-                if tdir {
-                    self.free_inode(&mut ws, t.ino)?;
-                    // The replaced directory's link from the new parent goes with it.
-                    self.adjust_links(new_parent, -1)?;
-                } else {
-                    self.drop_link(&mut ws, t.ino)?;
-                }
+                self.moved_inode(src.ino, new_parent, new_name)?;
+                return self.moved_inode(t.ino, old_parent, old_name);
             }
-            None => self.add_entry(&mut ws, new_parent, new_name, src.ino, sattr.file_type)?,
-        }
-        // The old entry goes (found again: adding may have moved blocks of the same dir).
-        let od = self.inode(old_parent)?;
-        let src_now = self.find_entry(&od, old_name)?;
-        self.remove_entry(&mut ws, old_parent, &src_now)?;
-        if is_dir && old_parent != new_parent {
-            self.set_dotdot(&mut ws, src.ino, new_parent)?;
-            self.adjust_links(old_parent, -1)?;
-            self.adjust_links(new_parent, 1)?;
-        }
-        self.moved_inode(src.ino, new_parent, new_name)
+            let is_dir = sattr.file_type == FileType::Directory;
+            match target {
+                Some(t) => {
+                    if flags & RENAME_NOREPLACE != 0 {
+                        return Err(Error::Exists);
+                    }
+                    let tattr = self.inode(t.ino)?;
+                    let tdir = tattr.file_type == FileType::Directory;
+                    if is_dir && !tdir {
+                        return Err(Error::NotADirectory);
+                    }
+                    if !is_dir && tdir {
+                        return Err(Error::IsADirectory);
+                    }
+                    if tdir && !self.readdir(t.ino)?.is_empty() {
+                        return Err(Error::NotEmpty);
+                    }
+                    self.retarget(ws, new_parent, &t, src.ino, sattr.file_type)?;
+                    if tdir {
+                        self.free_inode(ws, t.ino)?;
+                        // The replaced directory's link from the new parent goes with it.
+                        self.adjust_links(new_parent, -1)?;
+                    } else {
+                        self.drop_link(ws, t.ino)?;
+                    }
+                }
+                None => self.add_entry(ws, new_parent, new_name, src.ino, sattr.file_type)?,
+            }
+            // The old entry goes (found again: adding may have moved blocks of the same dir).
+            let od = self.inode(old_parent)?;
+            let src_now = self.find_entry(&od, old_name)?;
+            self.remove_entry(ws, old_parent, &src_now)?;
+            if is_dir && old_parent != new_parent {
+                self.set_dotdot(ws, src.ino, new_parent)?;
+                self.adjust_links(old_parent, -1)?;
+                self.adjust_links(new_parent, 1)?;
+            }
+            self.moved_inode(src.ino, new_parent, new_name)
+        })
     }
 
     /// Points directory `dir`'s '..' at `parent`.

@@ -132,6 +132,26 @@ impl Segments {
             .count() as u32
     }
 
+    /// Blocks that can still be written: the rest of the six logs' segments and every free
+    /// segment (prefree ones are not free before the next checkpoint).
+    pub fn writable_blocks(&self) -> u64 {
+        let free = (0..self.layout.main_segments)
+            .filter(|&s| self.is_free(s))
+            .count() as u64;
+        let rest: u64 = self
+            .cursegs
+            .iter()
+            .map(|c| {
+                if c.alloc_type == 0 {
+                    u64::from(BLOCKS_PER_SEG) - u64::from(c.next)
+                } else {
+                    0
+                }
+            })
+            .sum();
+        free * u64::from(BLOCKS_PER_SEG) + rest
+    }
+
     /// Marks block `addr` in use by the owner in `sum` (for allocation and for recovery).
     fn validate(&mut self, addr: u32) {
         if let Some((segno, off)) = self.seg_of(addr) {
@@ -195,6 +215,28 @@ impl Segments {
         let addr = main + c.segno * BLOCKS_PER_SEG + off as u32;
         self.validate(addr);
         Ok(addr)
+    }
+
+    /// Moves every full log to a new segment: a checkpoint may not record a log at offset
+    /// 512 (the kernel and fsck.f2fs reject such a pack).
+    pub fn roll_full(&mut self) -> Result<()> {
+        for log in [
+            Log::HotData,
+            Log::WarmData,
+            Log::ColdData,
+            Log::HotNode,
+            Log::WarmNode,
+            Log::ColdNode,
+        ] {
+            if self
+                .cursegs
+                .get(log as usize)
+                .is_some_and(|c| c.alloc_type == 0 && usize::from(c.next) >= ENTRIES_IN_SUM)
+            {
+                self.new_segment(log)?;
+            }
+        }
+        Ok(())
     }
 
     /// Closes the log's segment (its summary goes to the SSA) and opens a free one.

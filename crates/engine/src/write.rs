@@ -149,7 +149,35 @@ impl Editing {
     }
 }
 
+/// Blocks kept back from every change: room for the checkpoint's node and summary writes.
+const RESERVE_BLOCKS: u64 = 1024;
+
 impl Fs {
+    /// Runs a change under the write lock. Space for `blocks` new blocks (and for rewriting
+    /// every dirty node at the next checkpoint) is checked before anything changes; an I/O
+    /// error, corruption or lack of space met half-way marks the volume failed, so that no
+    /// later checkpoint writes a half-made change (the image keeps its last checkpoint).
+    pub(crate) fn changing<T>(
+        &self,
+        blocks: u64,
+        f: impl FnOnce(&mut WriteState) -> Result<T>,
+    ) -> Result<T> {
+        let mut ws = self.ws()?;
+        let dirty = self.vol().nodes.dirty_count() as u64;
+        let needed = blocks + dirty + RESERVE_BLOCKS;
+        let user = ws.head.user_block_count.get();
+        if needed > ws.segs.writable_blocks() || ws.valid_blocks + blocks > user {
+            return Err(Error::NoSpace);
+        }
+        let r = f(&mut ws);
+        if let Err(e) = &r {
+            if matches!(e, Error::Io { .. } | Error::Corrupt(_) | Error::NoSpace) {
+                ws.failed = Some(e.to_string());
+            }
+        }
+        r
+    }
+
     pub(crate) fn edit(&self, ino: u32) -> Result<Editing> {
         let block = *self.vol().nodes.read(
             &*self.vol().dev,
@@ -271,61 +299,63 @@ impl Fs {
     /// Makes a new inode named `name` in directory `parent`.
     pub fn create_node(&self, parent: u32, name: &[u8], a: NewInode) -> Result<u32> {
         check_name(name)?;
-        let mut ws = self.ws()?;
-        let pdir = self.inode(parent)?;
-        if pdir.file_type != FileType::Directory {
-            return Err(Error::NotADirectory);
-        }
-        match self.lookup(parent, name) {
-            Ok(_) => return Err(Error::Exists),
-            Err(Error::NotFound) => {}
-            Err(e) => return Err(e),
-        }
-        let nid = self.vol().nat.alloc(&*self.vol().dev)?;
-        let e = self.new_inode_block(nid, parent, name, a)?;
-        let ft = e.inode.file_type;
-        self.vol().nat.set(
-            nid,
-            uf2fs_format::nat::NatEntry {
-                version: self.vol().nat.entry(&*self.vol().dev, nid)?.version,
-                ino: nid,
-                block_addr: NEW_ADDR,
-            },
-        )?;
-        ws.valid_nodes += 1;
-        ws.valid_inodes += 1;
-        ws.valid_blocks += 1;
-        self.commit(e)?;
-        self.add_entry(&mut ws, parent, name, nid, ft)?;
-        if ft == FileType::Directory {
-            let mut p = self.edit(parent)?;
-            p.set_links(p.links() + 1);
-            self.commit(p)?;
-        }
-        self.maybe_checkpoint(&mut ws)?;
-        Ok(nid)
+        self.changing(8, |ws| {
+            let pdir = self.inode(parent)?;
+            if pdir.file_type != FileType::Directory {
+                return Err(Error::NotADirectory);
+            }
+            match self.lookup(parent, name) {
+                Ok(_) => return Err(Error::Exists),
+                Err(Error::NotFound) => {}
+                Err(e) => return Err(e),
+            }
+            let nid = self.vol().nat.alloc(&*self.vol().dev)?;
+            let e = self.new_inode_block(nid, parent, name, a)?;
+            let ft = e.inode.file_type;
+            self.vol().nat.set(
+                nid,
+                uf2fs_format::nat::NatEntry {
+                    version: self.vol().nat.entry(&*self.vol().dev, nid)?.version,
+                    ino: nid,
+                    block_addr: NEW_ADDR,
+                },
+            )?;
+            ws.valid_nodes += 1;
+            ws.valid_inodes += 1;
+            ws.valid_blocks += 1;
+            self.commit(e)?;
+            self.add_entry(ws, parent, name, nid, ft)?;
+            if ft == FileType::Directory {
+                let mut p = self.edit(parent)?;
+                p.set_links(p.links() + 1);
+                self.commit(p)?;
+            }
+            self.maybe_checkpoint(ws)?;
+            Ok(nid)
+        })
     }
 
     /// Adds a hard link `name` in `parent` to the existing non-directory `ino`.
     pub fn link(&self, ino: u32, parent: u32, name: &[u8]) -> Result<()> {
         check_name(name)?;
-        let mut ws = self.ws()?;
-        let target = self.inode(ino)?;
-        if target.file_type == FileType::Directory {
-            return Err(Error::NotPermitted(
-                "hard links to directories are not allowed",
-            ));
-        }
-        match self.lookup(parent, name) {
-            Ok(_) => return Err(Error::Exists),
-            Err(Error::NotFound) => {}
-            Err(e) => return Err(e),
-        }
-        self.add_entry(&mut ws, parent, name, ino, target.file_type)?;
-        let mut t = self.edit(ino)?;
-        t.set_links(t.links() + 1);
-        t.touch(false);
-        self.commit(t)
+        self.changing(4, |ws| {
+            let target = self.inode(ino)?;
+            if target.file_type == FileType::Directory {
+                return Err(Error::NotPermitted(
+                    "hard links to directories are not allowed",
+                ));
+            }
+            match self.lookup(parent, name) {
+                Ok(_) => return Err(Error::Exists),
+                Err(Error::NotFound) => {}
+                Err(e) => return Err(e),
+            }
+            self.add_entry(ws, parent, name, ino, target.file_type)?;
+            let mut t = self.edit(ino)?;
+            t.set_links(t.links() + 1);
+            t.touch(false);
+            self.commit(t)
+        })
     }
 
     /// Sets owner, permission bits and times of `ino` (times as (seconds, nanoseconds)).
@@ -337,7 +367,18 @@ impl Fs {
         atime: Option<(i64, u32)>,
         mtime: Option<(i64, u32)>,
     ) -> Result<()> {
-        let _ws = self.ws()?;
+        self.changing(0, |_| self.set_attr_inner(ino, perm, owner, atime, mtime))
+    }
+
+    #[allow(clippy::type_complexity)]
+    fn set_attr_inner(
+        &self,
+        ino: u32,
+        perm: Option<u16>,
+        owner: Option<(u32, u32)>,
+        atime: Option<(i64, u32)>,
+        mtime: Option<(i64, u32)>,
+    ) -> Result<()> {
         let mut e = self.edit(ino)?;
         if let Some(p) = perm {
             let mode = (e.inode.mode & 0o170000) | (p & 0o7777);
@@ -656,152 +697,164 @@ impl Fs {
 
     /// Grows regular file `ino` to `size` bytes (the new range is a hole); never shrinks it.
     pub fn extend(&self, ino: u32, size: u64) -> Result<()> {
-        let _ws = self.ws()?;
-        let mut e = self.edit(ino)?;
-        if e.inode.file_type != FileType::Regular {
-            return Err(Error::InvalidArgument("not a regular file"));
-        }
-        let max =
-            uf2fs_format::node::max_file_blocks(e.inode.addr_slots() as u64) * BLOCK_SIZE as u64;
-        if size > max {
-            return Err(Error::FileTooBig);
-        }
-        if size <= e.size() {
-            return Ok(());
-        }
-        if e.inode.has_inline_data() && size > e.inline_range().len() as u64 {
-            // A hole past the inline area needs the block layout: move the bytes out first.
-            drop(_ws);
-            let mut first = vec![0u8; e.size() as usize];
-            let n = self.read(ino, 0, &mut first)?;
-            first.truncate(n);
-            self.convert_inline_file(ino, &first)?;
-            return self.extend(ino, size);
-        }
-        e.set_size(size);
-        e.touch(true);
-        self.commit(e)
-    }
-
-    /// Turns inline file `ino` (holding `data`) into a block file.
-    fn convert_inline_file(&self, ino: u32, data: &[u8]) -> Result<()> {
-        let mut ws = self.ws()?;
-        let mut e = self.edit(ino)?;
-        let r = e.inline_range();
-        if let Some(a) = e.block.get_mut(r) {
-            a.fill(0);
-        }
-        e.set_inline(e.inline() & !(inline_flags::INLINE_DATA | inline_flags::DATA_EXIST));
-        e.inode = reparse(self, ino, &mut e.block)?;
-        if !data.is_empty() {
-            let mut b0 = [0u8; BLOCK_SIZE];
-            put(&mut b0, 0, data);
-            self.write_data_blocks(
-                &mut ws,
-                &mut e,
-                Log::WarmData,
-                &BTreeMap::from([(0u64, b0)]),
-            )?;
-        }
-        self.commit(e)
+        let first = {
+            let i = self.inode(ino)?;
+            if i.file_type != FileType::Regular {
+                return Err(Error::InvalidArgument("not a regular file"));
+            }
+            let mut v = vec![
+                0u8;
+                if i.has_inline_data() {
+                    i.size as usize
+                } else {
+                    0
+                }
+            ];
+            let n = if v.is_empty() {
+                0
+            } else {
+                self.read(ino, 0, &mut v)?
+            };
+            v.truncate(n);
+            v
+        };
+        self.changing(8, |ws| {
+            let mut e = self.edit(ino)?;
+            let max = uf2fs_format::node::max_file_blocks(e.inode.addr_slots() as u64)
+                * BLOCK_SIZE as u64;
+            if size > max {
+                return Err(Error::FileTooBig);
+            }
+            if size <= e.size() {
+                return Ok(());
+            }
+            if e.inode.has_inline_data() && size > e.inline_range().len() as u64 {
+                // A hole past the inline area needs the block layout: move the bytes out first.
+                let r = e.inline_range();
+                if let Some(a) = e.block.get_mut(r) {
+                    a.fill(0);
+                }
+                e.set_inline(e.inline() & !(inline_flags::INLINE_DATA | inline_flags::DATA_EXIST));
+                e.inode = reparse(self, ino, &mut e.block)?;
+                if !first.is_empty() {
+                    let mut b0 = [0u8; BLOCK_SIZE];
+                    put(&mut b0, 0, &first);
+                    self.write_data_blocks(
+                        ws,
+                        &mut e,
+                        Log::WarmData,
+                        &BTreeMap::from([(0u64, b0)]),
+                    )?;
+                }
+            }
+            e.set_size(size);
+            e.touch(true);
+            self.commit(e)
+        })
     }
 
     /// Writes `data` at byte `offset` of regular file (or new symlink) `ino`.
     pub fn write(&self, ino: u32, offset: u64, data: &[u8]) -> Result<usize> {
-        let mut ws = self.ws()?;
-        let mut e = self.edit(ino)?;
-        match e.inode.file_type {
-            FileType::Regular | FileType::Symlink => {}
-            FileType::Directory => return Err(Error::IsADirectory),
-            _ => return Err(Error::InvalidArgument("not a regular file")),
-        }
-        e.inode.check_readable()?;
-        let end = offset
-            .checked_add(data.len() as u64)
-            .ok_or(Error::FileTooBig)?;
-        let max =
-            uf2fs_format::node::max_file_blocks(e.inode.addr_slots() as u64) * BLOCK_SIZE as u64;
-        if end > max {
-            return Err(Error::FileTooBig);
-        }
-        if data.is_empty() {
-            return Ok(0);
-        }
-        if e.inode.has_inline_data() {
-            let r = e.inline_range();
-            if end <= r.len() as u64 {
-                put(&mut e.block, r.start + offset as usize, data);
-                e.set_inline(e.inline() | inline_flags::DATA_EXIST);
+        self.changing(
+            (data.len() as u64).div_ceil(BLOCK_SIZE as u64) * 2 + 8,
+            |ws| {
+                let mut e = self.edit(ino)?;
+                match e.inode.file_type {
+                    FileType::Regular | FileType::Symlink => {}
+                    FileType::Directory => return Err(Error::IsADirectory),
+                    _ => return Err(Error::InvalidArgument("not a regular file")),
+                }
+                e.inode.check_readable()?;
+                let end = offset
+                    .checked_add(data.len() as u64)
+                    .ok_or(Error::FileTooBig)?;
+                let max = uf2fs_format::node::max_file_blocks(e.inode.addr_slots() as u64)
+                    * BLOCK_SIZE as u64;
+                if end > max {
+                    return Err(Error::FileTooBig);
+                }
+                if data.is_empty() {
+                    return Ok(0);
+                }
+                if e.inode.has_inline_data() {
+                    let r = e.inline_range();
+                    if end <= r.len() as u64 {
+                        put(&mut e.block, r.start + offset as usize, data);
+                        e.set_inline(e.inline() | inline_flags::DATA_EXIST);
+                        if e.size() < end {
+                            e.set_size(end);
+                        }
+                        e.touch(true);
+                        self.commit(e)?;
+                        return Ok(data.len());
+                    }
+                    // Move the inline bytes out: they become block 0.
+                    let old_size = e.size() as usize;
+                    let old: Vec<u8> = e
+                        .block
+                        .get(r.start..r.start + old_size.min(r.len()))
+                        .map(<[u8]>::to_vec)
+                        .unwrap_or_default();
+                    if let Some(a) = e.block.get_mut(r) {
+                        a.fill(0);
+                    }
+                    e.set_inline(
+                        e.inline() & !(inline_flags::INLINE_DATA | inline_flags::DATA_EXIST),
+                    );
+                    e.inode = reparse(self, ino, &mut e.block)?;
+                    if !old.is_empty() {
+                        let mut b0 = [0u8; BLOCK_SIZE];
+                        put(&mut b0, 0, &old);
+                        self.write_data_blocks(
+                            ws,
+                            &mut e,
+                            Log::WarmData,
+                            &BTreeMap::from([(0u64, b0)]),
+                        )?;
+                    }
+                }
+                // Whole blocks, the partial first and last ones read and merged.
+                let bs = BLOCK_SIZE as u64;
+                let mut done = 0usize;
+                let mut fblk = offset / bs;
+                while done < data.len() {
+                    let chunk_end = (fblk + 256).min(end.div_ceil(bs));
+                    let mut blocks = BTreeMap::new();
+                    for fb in fblk..chunk_end {
+                        let bstart = fb * bs;
+                        let lo = offset.max(bstart);
+                        let hi = end.min(bstart + bs);
+                        let mut b = [0u8; BLOCK_SIZE];
+                        if lo > bstart || hi < bstart + bs {
+                            let old = self.block_addr(&e, fb)?;
+                            if old != NULL_ADDR && old != NEW_ADDR && bstart < e.size() {
+                                b = crate::mount::read_block(
+                                    &*self.vol().dev,
+                                    old.into(),
+                                    IoCause::UserData,
+                                    "file data",
+                                )?;
+                            }
+                        }
+                        let src = data
+                            .get((lo - offset) as usize..(hi - offset) as usize)
+                            .unwrap_or(&[]);
+                        put(&mut b, (lo - bstart) as usize, src);
+                        done += src.len();
+                        blocks.insert(fb, b);
+                    }
+                    self.write_data_blocks(ws, &mut e, Log::WarmData, &blocks)?;
+                    fblk = chunk_end;
+                }
                 if e.size() < end {
                     e.set_size(end);
                 }
                 e.touch(true);
                 self.commit(e)?;
-                return Ok(data.len());
-            }
-            // Move the inline bytes out: they become block 0.
-            let old_size = e.size() as usize;
-            let old: Vec<u8> = e
-                .block
-                .get(r.start..r.start + old_size.min(r.len()))
-                .map(<[u8]>::to_vec)
-                .unwrap_or_default();
-            if let Some(a) = e.block.get_mut(r) {
-                a.fill(0);
-            }
-            e.set_inline(e.inline() & !(inline_flags::INLINE_DATA | inline_flags::DATA_EXIST));
-            e.inode = reparse(self, ino, &mut e.block)?;
-            if !old.is_empty() {
-                let mut b0 = [0u8; BLOCK_SIZE];
-                put(&mut b0, 0, &old);
-                self.write_data_blocks(
-                    &mut ws,
-                    &mut e,
-                    Log::WarmData,
-                    &BTreeMap::from([(0u64, b0)]),
-                )?;
-            }
-        }
-        // Whole blocks, the partial first and last ones read and merged.
-        let bs = BLOCK_SIZE as u64;
-        let mut done = 0usize;
-        let mut fblk = offset / bs;
-        while done < data.len() {
-            let chunk_end = (fblk + 256).min(end.div_ceil(bs));
-            let mut blocks = BTreeMap::new();
-            for fb in fblk..chunk_end {
-                let bstart = fb * bs;
-                let lo = offset.max(bstart);
-                let hi = end.min(bstart + bs);
-                let mut b = [0u8; BLOCK_SIZE];
-                if lo > bstart || hi < bstart + bs {
-                    let old = self.block_addr(&e, fb)?;
-                    if old != NULL_ADDR && old != NEW_ADDR && bstart < e.size() {
-                        b = crate::mount::read_block(
-                            &*self.vol().dev,
-                            old.into(),
-                            IoCause::UserData,
-                            "file data",
-                        )?;
-                    }
-                }
-                let src = data
-                    .get((lo - offset) as usize..(hi - offset) as usize)
-                    .unwrap_or(&[]);
-                put(&mut b, (lo - bstart) as usize, src);
-                done += src.len();
-                blocks.insert(fb, b);
-            }
-            self.write_data_blocks(&mut ws, &mut e, Log::WarmData, &blocks)?;
-            fblk = chunk_end;
-        }
-        if e.size() < end {
-            e.set_size(end);
-        }
-        e.touch(true);
-        self.commit(e)?;
-        self.maybe_checkpoint(&mut ws)?;
-        Ok(data.len())
+                self.maybe_checkpoint(ws)?;
+                Ok(data.len())
+            },
+        )
     }
 }
 
