@@ -67,6 +67,27 @@ enum Cmd {
         #[arg(default_value = "/")]
         path: String,
     },
+    /// Remove a file, or with -r a directory and everything below it.
+    Rm {
+        #[arg(short = 'r')]
+        recursive: bool,
+        image: PathBuf,
+        path: String,
+    },
+    /// Rename or move an entry (into TO when TO is a directory).
+    Mv {
+        image: PathBuf,
+        from: String,
+        to: String,
+    },
+    /// Make a hard link PATH to TARGET, or with -s a symbolic link holding TARGET.
+    Ln {
+        #[arg(short = 's')]
+        symbolic: bool,
+        image: PathBuf,
+        target: String,
+        path: String,
+    },
     /// Geometry, features, checkpoint and usage of an image.
     Info {
         image: PathBuf,
@@ -150,6 +171,18 @@ fn main() -> ExitCode {
             path,
         } => write::put(&image, &host_file, &path),
         Cmd::Import { image, src, path } => write::import(&image, &src, &path),
+        Cmd::Rm {
+            recursive,
+            image,
+            path,
+        } => write::rm(&image, &path, recursive),
+        Cmd::Mv { image, from, to } => write::mv(&image, &from, &to),
+        Cmd::Ln {
+            symbolic,
+            image,
+            target,
+            path,
+        } => write::ln(&image, &target, &path, symbolic),
         Cmd::Info { image, json } => show::info(&image, json),
         Cmd::Ls {
             long,

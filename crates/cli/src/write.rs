@@ -12,12 +12,22 @@ use std::path::Path;
 use uf2fs_engine::{Error, Fs, NewInode};
 
 fn open_rw(image: &Path) -> Result<Fs, Failure> {
-    Fs::open_rw(image).map_err(|e| Failure::Msg(format!("{}: {e}", image.display())))
+    Fs::open_rw(image).map_err(|e| Failure::Msg(format!("image {}: {e}", image.display())))
 }
 
-/// Splits "/a/b/c" into ("/a/b", "c").
+/// Splits "/a/b/c" into ("/a/b", "c"); the root has no parent.
 fn split(path: &str) -> Result<(&str, &str), Failure> {
+    if !path.starts_with('/') {
+        return Err(Failure::Msg(format!(
+            "{path}: paths inside the image start with /"
+        )));
+    }
     let p = path.trim_end_matches('/');
+    if p.is_empty() {
+        return Err(Failure::Msg(
+            "/: the root directory cannot be removed, moved or replaced".into(),
+        ));
+    }
     match p.rfind('/') {
         Some(i) => Ok((
             if i == 0 {
@@ -312,5 +322,122 @@ pub fn import(image: &Path, src: &Path, path: &str) -> CliResult {
         eprintln!("uf2fs: import: {failures} entries could not be imported");
         return Err(Failure::Quiet);
     }
+    Ok(())
+}
+
+/// Removes `ino` (named `name` in `parent`) and, with `recursive`, everything below it.
+fn remove_tree(fs: &Fs, parent: u32, name: &[u8], recursive: bool) -> Result<(), Error> {
+    let ino = fs.lookup(parent, name)?;
+    if fs.getattr(ino)?.file_type != uf2fs_engine::FileType::Directory {
+        return fs.unlink(parent, name);
+    }
+    if !recursive {
+        return Err(Error::IsADirectory);
+    }
+    // Depth-first with an explicit stack: (dir, its name in its parent, its parent).
+    let mut stack = vec![(ino, name.to_vec(), parent)];
+    while let Some((dir, dname, dparent)) = stack.last().cloned() {
+        let entries = fs.readdir(dir)?;
+        if entries.is_empty() {
+            fs.rmdir(dparent, &dname)?;
+            stack.pop();
+            continue;
+        }
+        for e in entries {
+            if fs.getattr(e.ino)?.file_type == uf2fs_engine::FileType::Directory {
+                stack.push((e.ino, e.name, dir));
+            } else {
+                fs.unlink(dir, &e.name)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+pub fn rm(image: &Path, path: &str, recursive: bool) -> CliResult {
+    let fs = open_rw(image)?;
+    let (dir, name) = split(path)?;
+    if name.is_empty() {
+        return Err(Failure::Msg(format!("{path}: cannot remove the root")));
+    }
+    let parent = fs
+        .resolve(dir.as_bytes(), true)
+        .map_err(|e| format!("{dir}: {e}"))?;
+    remove_tree(&fs, parent, name.as_bytes(), recursive).map_err(|e| match e {
+        Error::IsADirectory => format!("{path}: is a directory (use -r)"),
+        e => format!("{path}: {e}"),
+    })?;
+    fs.unmount()
+        .map_err(|e| format!("{}: {e}", image.display()))?;
+    Ok(())
+}
+
+pub fn mv(image: &Path, from: &str, to: &str) -> CliResult {
+    let fs = open_rw(image)?;
+    let (fdir, fname) = split(from)?;
+    let fparent = fs
+        .resolve(fdir.as_bytes(), true)
+        .map_err(|e| format!("{fdir}: {e}"))?;
+    // Into a directory when the target is one, as mv does.
+    let (tparent, tname) = match fs.resolve(to.as_bytes(), true) {
+        Ok(ino)
+            if fs
+                .getattr(ino)
+                .map(|a| a.file_type == uf2fs_engine::FileType::Directory)
+                .unwrap_or(false) =>
+        {
+            (ino, fname.to_owned())
+        }
+        _ => {
+            let (tdir, tname) = split(to)?;
+            (
+                fs.resolve(tdir.as_bytes(), true)
+                    .map_err(|e| format!("{tdir}: {e}"))?,
+                tname.to_owned(),
+            )
+        }
+    };
+    fs.rename(fparent, fname.as_bytes(), tparent, tname.as_bytes(), 0)
+        .map_err(|e| format!("{from} -> {to}: {e}"))?;
+    fs.unmount()
+        .map_err(|e| format!("{}: {e}", image.display()))?;
+    Ok(())
+}
+
+pub fn ln(image: &Path, target: &str, path: &str, symbolic: bool) -> CliResult {
+    let fs = open_rw(image)?;
+    let (dir, name) = split(path)?;
+    let parent = fs
+        .resolve(dir.as_bytes(), true)
+        .map_err(|e| format!("{dir}: {e}"))?;
+    if symbolic {
+        if target.is_empty() || target.len() >= 4096 {
+            return Err(Failure::Msg(format!(
+                "{path}: a symlink target must be 1 to 4095 bytes"
+            )));
+        }
+        let ino = fs
+            .create_node(
+                parent,
+                name.as_bytes(),
+                NewInode {
+                    mode: 0o120777,
+                    uid: 0,
+                    gid: 0,
+                    rdev: (0, 0),
+                },
+            )
+            .map_err(|e| format!("{path}: {e}"))?;
+        fs.write(ino, 0, target.as_bytes())
+            .map_err(|e| format!("{path}: {e}"))?;
+    } else {
+        let ino = fs
+            .resolve(target.as_bytes(), false)
+            .map_err(|e| format!("{target}: {e}"))?;
+        fs.link(ino, parent, name.as_bytes())
+            .map_err(|e| format!("{path}: {e}"))?;
+    }
+    fs.unmount()
+        .map_err(|e| format!("{}: {e}", image.display()))?;
     Ok(())
 }
