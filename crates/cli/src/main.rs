@@ -60,7 +60,7 @@ enum Cmd {
         path: String,
     },
     /// Copy a host tree into the image under PATH (default /), keeping modes, owners, times,
-    /// symlinks, hard links, device nodes, fifos, sockets and holes.
+    /// symlinks, hard links, device nodes, fifos, sockets, xattrs and holes.
     Import {
         image: PathBuf,
         src: PathBuf,

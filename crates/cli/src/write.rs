@@ -182,15 +182,35 @@ struct Import<'a> {
     links: HashMap<(u64, u64), u32>,
     dirs: Vec<(u32, fs::Metadata)>,
     failures: usize,
-    with_xattrs: usize,
+}
+
+/// Copies every xattr of host path `host` (not following a symlink) to `ino`.
+fn copy_xattrs(fs: &Fs, ino: u32, host: &Path) -> Result<(), String> {
+    let mut names = vec![0u8; 64 * 1024];
+    let n = match rustix::fs::llistxattr(host, &mut names) {
+        Ok(n) => n,
+        Err(rustix::io::Errno::NOTSUP) => return Ok(()),
+        Err(e) => return Err(format!("listing xattrs: {e}")),
+    };
+    for name in names
+        .get(..n)
+        .unwrap_or(&[])
+        .split(|&b| b == 0)
+        .filter(|n| !n.is_empty())
+    {
+        let os = std::ffi::OsStr::from_bytes(name);
+        let mut value = vec![0u8; 64 * 1024];
+        let len = rustix::fs::lgetxattr(host, os, &mut value)
+            .map_err(|e| format!("xattr {}: {e}", String::from_utf8_lossy(name)))?;
+        fs.setxattr(ino, name, value.get(..len).unwrap_or(&[]), 0)
+            .map_err(|e| format!("xattr {}: {e}", String::from_utf8_lossy(name)))?;
+    }
+    Ok(())
 }
 
 impl Import<'_> {
     fn entry(&mut self, parent: u32, name: &[u8], host: &Path) -> Result<Option<u32>, String> {
         let m = fs::symlink_metadata(host).map_err(|e| e.to_string())?;
-        if rustix::fs::llistxattr(host, &mut [0u8; 0]).unwrap_or(0) > 0 {
-            self.with_xattrs += 1;
-        }
         let ft = m.file_type();
         if !ft.is_dir() && m.nlink() > 1 {
             if let Some(&ino) = self.links.get(&(m.dev(), m.ino())) {
@@ -241,6 +261,7 @@ impl Import<'_> {
                 .write(ino, 0, target.as_os_str().as_bytes())
                 .map_err(|e| e.to_string())?;
         }
+        copy_xattrs(self.fs, ino, host)?;
         if !ft.is_dir() && m.nlink() > 1 {
             self.links.insert((m.dev(), m.ino()), ino);
         }
@@ -295,7 +316,6 @@ pub fn import(image: &Path, src: &Path, path: &str) -> CliResult {
         links: HashMap::new(),
         dirs: Vec::new(),
         failures: 0,
-        with_xattrs: 0,
     };
     imp.tree(top, src);
     // Directories last, deepest first, so their times are not changed by their children.
@@ -307,13 +327,10 @@ pub fn import(image: &Path, src: &Path, path: &str) -> CliResult {
         }
     }
     if path == "/" || path.is_empty() {
-        let _ = attrs_of(&fs, top, &m);
-    }
-    if imp.with_xattrs > 0 {
-        eprintln!(
-            "uf2fs: import: {} entries have xattrs, which are not copied yet",
-            imp.with_xattrs
-        );
+        if let Err(e) = attrs_of(&fs, top, &m).and_then(|()| copy_xattrs(&fs, top, src)) {
+            imp.failures += 1;
+            eprintln!("uf2fs: import: {}: {e}", src.display());
+        }
     }
     let failures = imp.failures;
     fs.unmount()

@@ -18,8 +18,8 @@ use uf2fs_testkit::{
     assert_fsck_clean, assert_same_view, gen_tree, kernel_f2fs, run, scratch, view, TreeSpec,
 };
 
-/// Every treesum field but xattrs (import does not copy them yet).
-const FIELDS: &str = "type,mode,uid,gid,size,mtime,hash,target,links,rdev";
+/// Every treesum field.
+const FIELDS: &str = "type,mode,uid,gid,size,mtime,hash,target,links,xattr,rdev";
 
 fn uf2fs(args: &[&std::ffi::OsStr]) -> String {
     run(Command::new(env!("CARGO_BIN_EXE_uf2fs")).args(args))
@@ -72,12 +72,12 @@ mkdir /mnt/linux-dir && mv /mnt/bigdir /mnt/linux-dir/moved
 rm -f /mnt/empty-dir/../fifo
 i=0; while [ $i -lt 50 ]; do echo $i > /mnt/linux-dir/f$i; i=$((i+1)); done
 sync
-$PAYLOAD/treesum -f type,mode,uid,gid,size,mtime,hash,target,links,rdev /mnt | sort > $OUT/view.txt
+$PAYLOAD/treesum -f type,mode,uid,gid,size,mtime,hash,target,links,xattr,rdev /mnt | sort > $OUT/view.txt
 "#;
 
 const LINUX_READS: &str = r#"
 set -e
-$PAYLOAD/treesum -f type,mode,uid,gid,size,mtime,hash,target,links,rdev /mnt | sort > $OUT/view.txt
+$PAYLOAD/treesum -f type,mode,uid,gid,size,mtime,hash,target,links,xattr,rdev /mnt | sort > $OUT/view.txt
 "#;
 
 fn round_trip(name: &str, mkfs_args: &[&str]) {

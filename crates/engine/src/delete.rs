@@ -196,6 +196,18 @@ impl Fs {
         Ok(())
     }
 
+    /// Frees node `nid` of the inode being edited (one block fewer in its i_blocks).
+    pub(crate) fn free_node_of(
+        &self,
+        ws: &mut WriteState,
+        e: &mut crate::write::Editing,
+        nid: u32,
+    ) -> Result<()> {
+        self.free_node(ws, nid)?;
+        e.add_blocks(-1);
+        Ok(())
+    }
+
     /// Frees node `nid`: its block, its NAT entry, its dirty copy.
     fn free_node(&self, ws: &mut WriteState, nid: u32) -> Result<()> {
         let v = self.vol();

@@ -44,6 +44,9 @@ pub enum Error {
     NotPermitted(&'static str),
     #[error("file too large")]
     FileTooBig,
+    /// No room for this request (ENOSPC), though the volume has space: not a failure.
+    #[error("no space: {0}")]
+    NoRoom(&'static str),
 }
 
 pub type Result<T> = std::result::Result<T, Error>;
@@ -85,6 +88,7 @@ impl Error {
             Error::NotEmpty => 39,                     // ENOTEMPTY
             Error::NotPermitted(_) => 1,               // EPERM
             Error::FileTooBig => 27,                   // EFBIG
+            Error::NoRoom(_) => 28,                    // ENOSPC
         }
     }
 }

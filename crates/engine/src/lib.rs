@@ -23,6 +23,7 @@ mod segment;
 mod sit;
 mod write;
 mod xattr;
+mod xattr_write;
 
 pub use error::{Error, Result};
 pub use fs::{type_name, Attr, DirEntry, Extent, Fs, StatFs, WalkItem};
@@ -32,6 +33,7 @@ pub use rename::{RENAME_EXCHANGE, RENAME_NOREPLACE};
 pub use sit::SegmentUsage;
 pub use uf2fs_format::geometry::Geometry;
 pub use write::NewInode;
+pub use xattr_write::{XATTR_CREATE, XATTR_REPLACE};
 
 pub use uf2fs_device;
 pub use uf2fs_format::inode::{FileType, Inode, Time};

@@ -622,7 +622,7 @@ impl Fs {
         Ok((d, (rel % n) as usize))
     }
 
-    fn new_node(
+    pub(crate) fn new_node(
         &self,
         ws: &mut WriteState,
         e: &mut Editing,

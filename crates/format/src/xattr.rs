@@ -60,6 +60,69 @@ impl Xattr {
     }
 }
 
+/// Splits a user-space name into (index, stored name), or `None` for a namespace F2FS does
+/// not store.
+pub fn split_name(full: &[u8]) -> Option<(u8, Vec<u8>)> {
+    if full == b"system.posix_acl_access" {
+        return Some((index::POSIX_ACL_ACCESS, Vec::new()));
+    }
+    if full == b"system.posix_acl_default" {
+        return Some((index::POSIX_ACL_DEFAULT, Vec::new()));
+    }
+    for (prefix, idx) in [
+        (&b"user."[..], index::USER),
+        (b"trusted.", index::TRUSTED),
+        (b"security.", index::SECURITY),
+    ] {
+        if let Some(rest) = full.strip_prefix(prefix) {
+            if rest.is_empty() {
+                return None;
+            }
+            return Some((idx, rest.to_vec()));
+        }
+    }
+    None
+}
+
+/// Encodes entries (header first, each entry padded to 4 bytes; the caller leaves the
+/// terminating zero word).
+pub fn encode(entries: &[Xattr]) -> Vec<u8> {
+    let mut out = Vec::new();
+    out.extend_from_slice(&XATTR_MAGIC.to_le_bytes());
+    out.extend_from_slice(&1u32.to_le_bytes());
+    out.extend_from_slice(&[0u8; 16]);
+    for e in entries {
+        let start = out.len();
+        out.push(e.index);
+        out.push(e.name.len() as u8);
+        out.extend_from_slice(&(e.value.len() as u16).to_le_bytes());
+        out.extend_from_slice(&e.name);
+        out.extend_from_slice(&e.value);
+        let len = out.len() - start;
+        out.resize(start + ((len + 3) & !3), 0);
+    }
+    out
+}
+
+/// Converts a POSIX ACL from the generic xattr form (version 2, 8-byte entries) to F2FS's
+/// compact form; `None` if it is not a valid ACL.
+pub fn acl_from_xattr(value: &[u8]) -> Option<Vec<u8>> {
+    if le32(value, 0)? != POSIX_ACL_XATTR_VERSION || (value.len() - 4) % 8 != 0 {
+        return None;
+    }
+    let mut out = F2FS_ACL_VERSION.to_le_bytes().to_vec();
+    for e in value.get(4..)?.chunks_exact(8) {
+        let tag = le16(e, 0)?;
+        out.extend_from_slice(e.get(..4)?);
+        match tag {
+            ACL_USER_OBJ | ACL_GROUP_OBJ | ACL_MASK | ACL_OTHER => {}
+            ACL_USER | ACL_GROUP => out.extend_from_slice(e.get(4..8)?),
+            _ => return None,
+        }
+    }
+    Some(out)
+}
+
 /// Parses the logical xattr buffer of inode `ino`.
 pub fn parse(buf: &[u8], ino: u32) -> Result<Vec<Xattr>, CorruptKind> {
     let bad = |why| CorruptKind::Xattr { ino, why };
