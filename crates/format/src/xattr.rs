@@ -107,7 +107,7 @@ pub fn encode(entries: &[Xattr]) -> Vec<u8> {
 /// Converts a POSIX ACL from the generic xattr form (version 2, 8-byte entries) to F2FS's
 /// compact form; `None` if it is not a valid ACL.
 pub fn acl_from_xattr(value: &[u8]) -> Option<Vec<u8>> {
-    if le32(value, 0)? != POSIX_ACL_XATTR_VERSION || (value.len() - 4) % 8 != 0 {
+    if le32(value, 0)? != POSIX_ACL_XATTR_VERSION || !(value.len() - 4).is_multiple_of(8) {
         return None;
     }
     let mut out = F2FS_ACL_VERSION.to_le_bytes().to_vec();
