@@ -539,13 +539,19 @@ impl Fs {
             .ok_or(Error::NoAttribute)
     }
 
+    /// File system statistics: the live counts of a writable mount, else the checkpoint's.
     pub fn statfs(&self) -> StatFs {
         let h = &self.vol.cp.head;
+        let (valid, nodes) = match self.vol.write.as_ref().and_then(|w| w.lock().ok()) {
+            Some(ws) => (ws.valid_blocks, u64::from(ws.valid_nodes)),
+            None => (
+                h.valid_block_count.get(),
+                u64::from(h.valid_node_count.get()),
+            ),
+        };
         let user = h.user_block_count.get();
-        let valid = h.valid_block_count.get();
         let free = user.saturating_sub(valid);
         let max_nid = u64::from(self.vol.layout.max_nid());
-        let nodes = u64::from(h.valid_node_count.get());
         StatFs {
             block_size: BLOCK_SIZE as u32,
             blocks: user,

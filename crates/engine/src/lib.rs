@@ -12,6 +12,7 @@ mod checkpoint;
 mod delete;
 mod dir;
 mod error;
+mod fallocate;
 mod file;
 mod fs;
 mod mkfs;
@@ -26,6 +27,7 @@ mod xattr;
 mod xattr_write;
 
 pub use error::{Error, Result};
+pub use fallocate::{FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE};
 pub use fs::{type_name, Attr, DirEntry, Extent, Fs, StatFs, WalkItem};
 pub use mkfs::{mkfs, parse_features, MkfsOptions, MKFS_FEATURES};
 pub use mount::{MountInfo, VolumeInfo};

@@ -544,9 +544,24 @@ impl Fs {
         write_runs(self.vol(), &writes, IoCause::UserData)
     }
 
+    /// The value in slot `index` of node `nid` (the inode itself, or a dnode).
+    pub(crate) fn addr_in(&self, e: &Editing, nid: u32, index: usize) -> Result<u32> {
+        if nid == e.ino {
+            return Ok(get32(&e.block, e.addr_slot(index)));
+        }
+        let (b, _) = self.node_for_edit(nid, e.ino, e.inode.file_type == FileType::Directory)?;
+        Ok(uf2fs_format::node::entry(&b, index as u64))
+    }
+
     /// Sets slot `index` of node `nid` (the inode itself, or a dnode) to `addr`; returns the
     /// old value.
-    fn set_addr(&self, e: &mut Editing, nid: u32, index: usize, addr: u32) -> Result<u32> {
+    pub(crate) fn set_addr(
+        &self,
+        e: &mut Editing,
+        nid: u32,
+        index: usize,
+        addr: u32,
+    ) -> Result<u32> {
         if nid == e.ino {
             let at = e.addr_slot(index);
             let old = get32(&e.block, at);
@@ -574,7 +589,7 @@ impl Fs {
 
     /// The dnode (or the inode) that holds file block `fblk`, made with its indirect parents
     /// when missing. Returns (its nid, the slot index in it).
-    fn ensure_dnode(
+    pub(crate) fn ensure_dnode(
         &self,
         ws: &mut WriteState,
         e: &mut Editing,

@@ -16,7 +16,8 @@
 use std::collections::{BTreeMap, HashMap};
 use uf2fs_engine::uf2fs_device::FileDevice;
 use uf2fs_engine::{
-    mkfs, Error, FileType, Fs, MkfsOptions, NewInode, RENAME_EXCHANGE, RENAME_NOREPLACE,
+    mkfs, Error, FileType, Fs, MkfsOptions, NewInode, FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE,
+    RENAME_EXCHANGE, RENAME_NOREPLACE,
 };
 use uf2fs_testkit::{assert_fsck_clean, kernel_f2fs, scratch, Rng};
 
@@ -356,7 +357,44 @@ fn run(seed: u64) -> (std::path::PathBuf, Model, usize) {
                 data.resize(size as usize, 0);
                 (errno(r), 0)
             }
-            57..=66 => {
+            57..=60 => {
+                what = "fallocate";
+                let mut files: Vec<u64> = m
+                    .nodes
+                    .iter()
+                    .filter(|(_, x)| matches!(x.kind, Kind::File(_)))
+                    .map(|(k, _)| *k)
+                    .collect();
+                files.sort();
+                if files.is_empty() {
+                    continue;
+                }
+                let id = files[rng.below(files.len() as u64) as usize];
+                let Kind::File(data) = &m.nodes[&id].kind else {
+                    unreachable!()
+                };
+                let off = rng.below(data.len() as u64 + 200_000);
+                let len = 1 + rng.below(300_000);
+                let mode = [
+                    0,
+                    FALLOC_FL_KEEP_SIZE,
+                    FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE,
+                ][rng.below(3) as usize];
+                let r = fs.fallocate(m.ino[&id], mode, off, len);
+                let Kind::File(data) = &mut m.nodes.get_mut(&id).unwrap().kind else {
+                    unreachable!()
+                };
+                let end = (off + len) as usize;
+                if mode == 0 && data.len() < end {
+                    data.resize(end, 0);
+                }
+                if mode & FALLOC_FL_PUNCH_HOLE != 0 && (off as usize) < data.len() {
+                    let e = end.min(data.len());
+                    data[off as usize..e].fill(0);
+                }
+                (errno(r), 0)
+            }
+            61..=66 => {
                 what = "unlink";
                 let r = fs.unlink(dino, &n);
                 let want = match existing.map(|id| &m.nodes[&id].kind) {

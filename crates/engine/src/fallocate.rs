@@ -1,0 +1,125 @@
+//! fallocate: reserving blocks (NEW_ADDR: counted in valid_block_count and i_blocks, read as
+//! zeros, written out of place later), with or without growing the size, and punching holes
+//! (whole blocks freed, the partial blocks at the edges zeroed). Other modes are refused by
+//! name.
+
+use crate::error::{Error, Result};
+use crate::fs::Fs;
+use crate::segment::Log;
+use std::collections::BTreeMap;
+use uf2fs_device::IoCause;
+use uf2fs_format::inode::{advise, FileType};
+use uf2fs_format::{BLOCK_SIZE, NEW_ADDR, NULL_ADDR};
+
+pub const FALLOC_FL_KEEP_SIZE: u32 = 0x01;
+pub const FALLOC_FL_PUNCH_HOLE: u32 = 0x02;
+
+impl Fs {
+    /// fallocate(2) on regular file `ino`.
+    pub fn fallocate(&self, ino: u32, mode: u32, offset: u64, len: u64) -> Result<()> {
+        if mode & !(FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE) != 0 {
+            return Err(Error::Unsupported(format!("fallocate mode {mode:#x} is not supported (only allocate, KEEP_SIZE and PUNCH_HOLE)")));
+        }
+        if len == 0 {
+            return Err(Error::InvalidArgument("fallocate length 0"));
+        }
+        if mode & FALLOC_FL_PUNCH_HOLE != 0 && mode & FALLOC_FL_KEEP_SIZE == 0 {
+            return Err(Error::Unsupported("PUNCH_HOLE needs KEEP_SIZE".into()));
+        }
+        let end = offset.checked_add(len).ok_or(Error::FileTooBig)?;
+        let i = self.inode(ino)?;
+        match i.file_type {
+            FileType::Regular => {}
+            FileType::Directory => return Err(Error::IsADirectory),
+            _ => return Err(Error::InvalidArgument("not a regular file")),
+        }
+        let max = uf2fs_format::node::max_file_blocks(i.addr_slots() as u64) * BLOCK_SIZE as u64;
+        if end > max {
+            return Err(Error::FileTooBig);
+        }
+        let bs = BLOCK_SIZE as u64;
+        if mode & FALLOC_FL_PUNCH_HOLE != 0 {
+            let size = i.size;
+            let end = end.min(size);
+            if offset >= end {
+                return Ok(());
+            }
+            if i.has_inline_data() {
+                let zeros = vec![0u8; (end - offset) as usize];
+                self.write(ino, offset, &zeros)?;
+                return Ok(());
+            }
+            return self.changing(4, |ws| {
+                let mut e = self.edit(ino)?;
+                let (first_whole, last_whole) = (offset.div_ceil(bs), end / bs);
+                if first_whole < last_whole {
+                    self.punch(ws, &mut e, first_whole, last_whole)?;
+                }
+                // Partial blocks at the edges: zeroed in a new copy.
+                let mut edges = BTreeMap::new();
+                for fblk in [offset / bs, (end - 1) / bs] {
+                    let (lo, hi) = (fblk * bs, fblk * bs + bs);
+                    if offset <= lo && end >= hi {
+                        continue;
+                    }
+                    let addr = self.block_addr(&e, fblk)?;
+                    if addr == NULL_ADDR || addr == NEW_ADDR {
+                        continue;
+                    }
+                    let mut b = crate::mount::read_block(
+                        &*self.vol().dev,
+                        addr.into(),
+                        IoCause::UserData,
+                        "file data",
+                    )?;
+                    let z0 = offset.max(lo) - lo;
+                    let z1 = end.min(hi) - lo;
+                    if let Some(z) = b.get_mut(z0 as usize..z1 as usize) {
+                        z.fill(0);
+                    }
+                    edges.insert(fblk, b);
+                }
+                self.write_data_blocks(ws, &mut e, Log::WarmData, &edges)?;
+                e.touch(true);
+                self.commit(e)
+            });
+        }
+        // Allocation. An inline file moves to blocks first (a reservation is a block).
+        if i.has_inline_data() {
+            let mut data = vec![0u8; i.size as usize];
+            let n = self.read(ino, 0, &mut data)?;
+            data.truncate(n);
+            // Growing to one block past the inline area converts it; the size is put back.
+            let keep = i.size;
+            self.extend(ino, (i.inline_capacity() as u64 + 1).max(keep))?;
+            if keep < self.inode(ino)?.size {
+                self.truncate(ino, keep)?;
+            }
+        }
+        let blocks = end.div_ceil(bs) - offset / bs;
+        self.changing(blocks + blocks / 1000 + 8, |ws| {
+            let mut e = self.edit(ino)?;
+            for fblk in offset / bs..end.div_ceil(bs) {
+                let (nid, index) = self.ensure_dnode(ws, &mut e, fblk)?;
+                let old = self.addr_in(&e, nid, index)?;
+                if old == NULL_ADDR {
+                    self.set_addr(&mut e, nid, index, NEW_ADDR)?;
+                    ws.valid_blocks += 1;
+                    e.add_blocks(1);
+                }
+            }
+            if mode & FALLOC_FL_KEEP_SIZE == 0 {
+                if e.size() < end {
+                    e.set_size(end);
+                }
+            } else if end > e.size() {
+                // Blocks reserved past the end: Linux marks the inode so.
+                if let Some(a) = e.block.get_mut(2) {
+                    *a |= advise::KEEP_SIZE;
+                }
+            }
+            e.touch(true);
+            self.commit(e)
+        })
+    }
+}
