@@ -34,6 +34,15 @@ enum Cmd {
         #[arg(long, default_value = "target/release/uf2fs")]
         uf2fs: PathBuf,
     },
+    /// uf2fs mkfs + import vs mkfs.f2fs + sload.f2fs of the same ~1 GiB tree.
+    Import {
+        #[arg(long, default_value = "target/bench/import")]
+        dir: PathBuf,
+        #[arg(long, default_value_t = 3)]
+        runs: usize,
+        #[arg(long, default_value = "target/release/uf2fs")]
+        uf2fs: PathBuf,
+    },
 }
 
 fn median_secs(runs: usize, mut f: impl FnMut()) -> f64 {
@@ -156,8 +165,101 @@ fn extract(dir: &Path, runs: usize, uf2fs: &Path) {
     println!("JSON: {}", path.display());
 }
 
+fn import(dir: &Path, runs: usize, uf2fs: &Path) {
+    let src = dir.join("src");
+    let _ = std::fs::remove_dir_all(dir);
+    std::fs::create_dir_all(dir).expect("work dir");
+    eprintln!("bench: generating the tree");
+    let stats = gen_tree(
+        &src,
+        43,
+        TreeSpec {
+            files: 370,
+            max_file: 40_000_000,
+            big_dir: 2000,
+            depth: 10,
+        },
+    );
+    let (s, u) = (src.display().to_string(), uf2fs.display().to_string());
+    let a = dir.join("sload.img").display().to_string();
+    let b = dir.join("uf2fs.img").display().to_string();
+    let size = "1536M";
+    let prepare_sload =
+        format!("rm -f '{a}' && truncate -s {size} '{a}' && mkfs.f2fs -f -q -t 0 '{a}'");
+    let prepare_ours = format!("rm -f '{b}' && '{u}' mkfs '{b}' --size {size} > /dev/null");
+    // Warm the page cache on the source once.
+    shell(&format!("find '{s}' -type f -exec cat {{}} + > /dev/null"));
+    let mut t_sload = Vec::new();
+    let mut t_ours = Vec::new();
+    let mut stat_line = String::new();
+    for _ in 0..runs {
+        shell(&prepare_sload);
+        let t = Instant::now();
+        // sload.f2fs exits 1 after its closing fsck pass repairs what it wrote; the time counts.
+        let _ = Command::new("sload.f2fs").args(["-f", &s, &a]).output();
+        t_sload.push(t.elapsed().as_secs_f64());
+        shell(&prepare_ours);
+        let t = Instant::now();
+        stat_line = run(Command::new(&u).args(["import", "--stats", &b, &s]));
+        t_ours.push(t.elapsed().as_secs_f64());
+    }
+    let med = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let (ts, tu) = (med(&mut t_sload), med(&mut t_ours));
+    let verify = run(Command::new(&u)
+        .args(["extract", &b])
+        .arg(dir.join("check")));
+    assert!(verify.is_empty());
+    let diff = run(Command::new("diff")
+        .args(["-r", "--no-dereference", &s])
+        .arg(dir.join("check")));
+    assert!(diff.is_empty(), "the imported tree differs from the source");
+    let waf: f64 = stat_line
+        .rsplit(' ')
+        .next()
+        .and_then(|w| w.trim().parse().ok())
+        .unwrap_or(f64::NAN);
+    println!(
+        "import benchmark: {} entries, {:.0} MiB of file data, image {size}, median of {runs} runs",
+        stats.entries,
+        stats.bytes as f64 / 1048576.0
+    );
+    println!("{:<40} {:>9} {:>10}", "what", "seconds", "ratio");
+    println!(
+        "{:<40} {:>9.3} {:>10}",
+        "sload.f2fs -f SRC IMAGE", ts, "1.00"
+    );
+    println!(
+        "{:<40} {:>9.3} {:>10.2}",
+        "uf2fs import IMAGE SRC",
+        tu,
+        tu / ts
+    );
+    println!("uf2fs: {}", stat_line.trim());
+    let json = serde_json::json!({
+        "benchmark": "import",
+        "entries": stats.entries,
+        "file_bytes": stats.bytes,
+        "runs": runs,
+        "seconds": { "sload": ts, "uf2fs_import": tu },
+        "ratio_import_over_sload": tu / ts,
+        "device_blocks_written_per_data_block": waf,
+        "uf2fs_stats": stat_line.trim(),
+    });
+    let path = dir.join("import.json");
+    std::fs::write(
+        &path,
+        serde_json::to_string_pretty(&json).unwrap_or_default(),
+    )
+    .expect("write JSON");
+    println!("JSON: {}", path.display());
+}
+
 fn main() {
     match Cli::parse().cmd {
         Cmd::Extract { dir, runs, uf2fs } => extract(&dir, runs, &uf2fs),
+        Cmd::Import { dir, runs, uf2fs } => import(&dir, runs, &uf2fs),
     }
 }

@@ -66,6 +66,9 @@ enum Cmd {
         src: PathBuf,
         #[arg(default_value = "/")]
         path: String,
+        /// Print the device blocks written, by cause, and per block of file data.
+        #[arg(long)]
+        stats: bool,
     },
     /// Remove a file, or with -r a directory and everything below it.
     Rm {
@@ -170,7 +173,12 @@ fn main() -> ExitCode {
             host_file,
             path,
         } => write::put(&image, &host_file, &path),
-        Cmd::Import { image, src, path } => write::import(&image, &src, &path),
+        Cmd::Import {
+            image,
+            src,
+            path,
+            stats,
+        } => write::import(&image, &src, &path, stats),
         Cmd::Rm {
             recursive,
             image,

@@ -178,6 +178,8 @@ pub fn put(image: &Path, host: &Path, path: &str) -> CliResult {
 
 struct Import<'a> {
     fs: &'a Fs,
+    /// Bytes of file data copied.
+    data_bytes: u64,
     /// Host (dev, ino) of multiply-linked files → image ino.
     links: HashMap<(u64, u64), u32>,
     dirs: Vec<(u32, fs::Metadata)>,
@@ -255,6 +257,7 @@ impl Import<'_> {
             .map_err(|e| e.to_string())?;
         if ft.is_file() {
             copy_file(self.fs, ino, host, m.len())?;
+            self.data_bytes += m.blocks() * 512;
         } else if ft.is_symlink() {
             let target = fs::read_link(host).map_err(|e| e.to_string())?;
             self.fs
@@ -297,7 +300,7 @@ impl Import<'_> {
     }
 }
 
-pub fn import(image: &Path, src: &Path, path: &str) -> CliResult {
+pub fn import(image: &Path, src: &Path, path: &str, stats: bool) -> CliResult {
     let fs = open_rw(image)?;
     let top = fs
         .resolve(path.as_bytes(), true)
@@ -313,6 +316,7 @@ pub fn import(image: &Path, src: &Path, path: &str) -> CliResult {
     let m = fs::metadata(src).map_err(|e| format!("{}: {e}", src.display()))?;
     let mut imp = Import {
         fs: &fs,
+        data_bytes: 0,
         links: HashMap::new(),
         dirs: Vec::new(),
         failures: 0,
@@ -333,8 +337,26 @@ pub fn import(image: &Path, src: &Path, path: &str) -> CliResult {
         }
     }
     let failures = imp.failures;
-    fs.unmount()
+    let user_blocks = imp.data_bytes / 4096;
+    let io = fs
+        .unmount()
         .map_err(|e| format!("{}: {e}", image.display()))?;
+    if stats {
+        let names = ["data", "node", "meta", "gc", "checkpoint"];
+        let by: Vec<String> = names
+            .iter()
+            .zip(io.written_blocks)
+            .map(|(n, b)| format!("{n} {b}"))
+            .collect();
+        let total = io.total_written();
+        println!(
+            "import: {user_blocks} blocks of file data; device blocks written: {} (total {total}, {} requests, {} flushes); written per data block: {:.3}",
+            by.join(", "),
+            io.write_requests.iter().sum::<u64>(),
+            io.flushes,
+            total as f64 / user_blocks.max(1) as f64
+        );
+    }
     if failures > 0 {
         eprintln!("uf2fs: import: {failures} entries could not be imported");
         return Err(Failure::Quiet);

@@ -304,12 +304,12 @@ impl Fs {
         write_checkpoint(&self.vol, &mut ws, true)
     }
 
-    /// Writes the final checkpoint and closes the volume.
-    pub fn unmount(self) -> Result<()> {
+    /// Writes the final checkpoint and closes the volume; returns the device's I/O counters.
+    pub fn unmount(self) -> Result<IoSnapshot> {
         if self.vol.write.is_some() {
             self.sync()?;
         }
-        Ok(())
+        Ok(self.vol.dev.counters().snapshot())
     }
 
     /// Checkpoints written since mount.
