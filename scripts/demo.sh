@@ -25,3 +25,11 @@ echo; echo "== uf2fs cat /hello-link"; $U cat "$W/demo.img" /hello-link
 echo; echo "== uf2fs extract"; $U extract "$W/demo.img" "$W/out"
 diff -r --no-dereference "$W/src" "$W/out" && echo "extracted tree equals the source: OK"
 ../shared/tools/f2fs-check "$W/demo.img" || true
+
+echo; echo "== the same tree written by uf2fs itself: uf2fs mkfs + uf2fs import"
+$U mkfs "$W/ours.img" --size 128M
+$U import --stats "$W/ours.img" "$W/src"
+../shared/tools/f2fs-check "$W/ours.img"
+$U extract "$W/ours.img" "$W/out2"
+diff -r --no-dereference "$W/src" "$W/out2" && echo "uf2fs-made image extracts to the source: OK"
+$U info "$W/ours.img" | grep -E 'checkpoint|valid blocks|free segments'
