@@ -49,6 +49,8 @@ pub(crate) struct WriteState {
     pub valid_nodes: u32,
     pub valid_inodes: u32,
     pub orphans: Vec<u32>,
+    /// Inodes held open (counts), whose last unlink makes them orphans instead of freeing.
+    pub held: std::collections::HashMap<u32, u32>,
     pub mounted_at: Instant,
     /// Checkpoints written since mount.
     pub checkpoints: u64,

@@ -161,10 +161,69 @@ impl Fs {
         })
     }
 
-    /// One link fewer; the inode is freed with its last one.
+    /// Keeps `ino` alive while it is open: unlinking its last name makes it an orphan
+    /// (recorded at checkpoints) until the matching [`Fs::release`].
+    pub fn hold(&self, ino: u32) -> Result<()> {
+        let mut ws = self.ws()?;
+        *ws.held.entry(ino).or_insert(0) += 1;
+        Ok(())
+    }
+
+    /// Drops one hold of `ino`; an orphan whose last hold goes is freed.
+    pub fn release(&self, ino: u32) -> Result<()> {
+        self.changing(0, |ws| {
+            let left = match ws.held.get_mut(&ino) {
+                Some(n) => {
+                    *n -= 1;
+                    *n
+                }
+                None => {
+                    return Err(Error::InvalidArgument(
+                        "release of an inode that is not held",
+                    ))
+                }
+            };
+            if left == 0 {
+                ws.held.remove(&ino);
+                if let Some(i) = ws.orphans.iter().position(|&o| o == ino) {
+                    ws.orphans.remove(i);
+                    self.free_inode(ws, ino)?;
+                }
+            }
+            Ok(())
+        })
+    }
+
+    /// Frees the orphans a checkpoint recorded (at a writable mount).
+    pub(crate) fn remove_orphans(&self, orphans: &[u32]) -> Result<()> {
+        self.changing(0, |ws| {
+            for &ino in orphans {
+                let i = self.inode(ino)?;
+                if i.links != 0 {
+                    return Err(uf2fs_format::CorruptKind::InodeField {
+                        ino,
+                        field: "i_links of an orphan",
+                        value: i.links.into(),
+                    }
+                    .into());
+                }
+                self.free_inode(ws, ino)?;
+            }
+            Ok(())
+        })?;
+        self.sync()
+    }
+
+    /// One link fewer; the inode is freed with its last one (or orphaned while held).
     pub(crate) fn drop_link(&self, ws: &mut WriteState, ino: u32) -> Result<()> {
         let mut e = self.edit(ino)?;
         let links = e.links().saturating_sub(1);
+        if links == 0 && ws.held.contains_key(&ino) {
+            e.set_links(0);
+            e.touch(false);
+            ws.orphans.push(ino);
+            return self.commit(e);
+        }
         if links == 0 {
             return self.free_inode(ws, ino);
         }

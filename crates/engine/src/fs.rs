@@ -190,6 +190,11 @@ impl Fs {
         } else {
             None
         };
+        let orphans = if writable {
+            m.orphans.clone()
+        } else {
+            Vec::new()
+        };
         let nat = Nat::new(layout, m.cp.nat_bitmap.clone(), m.nat_journal);
         let vol = Vol {
             dev,
@@ -204,7 +209,13 @@ impl Fs {
             cp: m.cp,
             write,
         };
-        Ok(Fs { vol })
+        let fs = Fs { vol };
+        if !orphans.is_empty() {
+            // Files unlinked while open when the last checkpoint was written: free them now,
+            // as Linux does at mount.
+            fs.remove_orphans(&orphans)?;
+        }
+        Ok(fs)
     }
 
     /// What writing needs beyond reading: the whole SIT, the logs and their summaries.
@@ -236,11 +247,6 @@ impl Fs {
             return Err(Error::ReadOnly(
                 "the image was not cleanly unmounted (roll-forward recovery is not supported yet)"
                     .into(),
-            ));
-        }
-        if !m.orphans.is_empty() {
-            return Err(Error::ReadOnly(
-                "the image has orphan inodes to remove (not supported yet)".into(),
             ));
         }
         let sit = read_sit(dev, &layout, &m.cp.sit_bitmap, &m.sit_journal)?;
@@ -276,6 +282,7 @@ impl Fs {
             valid_nodes: h.valid_node_count.get(),
             valid_inodes: h.valid_inode_count.get(),
             orphans: Vec::new(),
+            held: std::collections::HashMap::new(),
             mounted_at: std::time::Instant::now(),
             checkpoints: 0,
             failed: None,

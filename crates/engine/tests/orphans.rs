@@ -1,0 +1,140 @@
+//! Open-unlinked files: a held inode survives its last unlink as an orphan (readable, and
+//! recorded by every checkpoint) until its last release frees it. After a crash with an
+//! orphan recorded, Linux's mount and uf2fs's writable mount both free it; fsck.f2fs is
+//! clean in every case.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic,
+    reason = "test code: a panic is the failure report"
+)]
+
+use uf2fs_engine::uf2fs_device::FileDevice;
+use uf2fs_engine::{mkfs, Error, Fs, MkfsOptions, NewInode};
+use uf2fs_testkit::{assert_fsck_clean, kernel_f2fs, scratch};
+
+fn setup(dir: &std::path::Path) -> (std::path::PathBuf, u32, u64) {
+    let img = dir.join("img");
+    std::fs::File::create(&img)
+        .unwrap()
+        .set_len(128 << 20)
+        .unwrap();
+    mkfs(
+        &FileDevice::open(&img, true).unwrap(),
+        &MkfsOptions::default(),
+    )
+    .unwrap();
+    let fs = Fs::open_rw(&img).unwrap();
+    let free0 = fs.statfs().blocks_free;
+    let f = fs
+        .create_node(
+            fs.root_ino(),
+            b"open-file",
+            NewInode {
+                mode: 0o100644,
+                uid: 0,
+                gid: 0,
+                rdev: (0, 0),
+            },
+        )
+        .unwrap();
+    fs.write(f, 0, &vec![9u8; 3 << 20]).unwrap();
+    fs.sync().unwrap();
+    fs.hold(f).unwrap();
+    fs.unlink(fs.root_ino(), b"open-file").unwrap();
+    assert!(matches!(
+        fs.lookup(fs.root_ino(), b"open-file"),
+        Err(Error::NotFound)
+    ));
+    let mut buf = vec![0u8; 4096];
+    assert_eq!(
+        fs.read(f, 1 << 20, &mut buf).unwrap(),
+        4096,
+        "an orphan still reads"
+    );
+    assert_eq!(buf[0], 9);
+    fs.sync().unwrap();
+    assert_eq!(
+        Fs::open(&img).unwrap().info().mount.orphan_inodes,
+        1,
+        "the checkpoint records the orphan"
+    );
+    // A crash: the Fs goes without release or unmount.
+    drop(fs);
+    (img, f, free0)
+}
+
+#[test]
+fn release_frees_the_orphan() {
+    let dir = scratch("orphan-release");
+    let img = dir.join("img");
+    std::fs::File::create(&img)
+        .unwrap()
+        .set_len(128 << 20)
+        .unwrap();
+    mkfs(
+        &FileDevice::open(&img, true).unwrap(),
+        &MkfsOptions::default(),
+    )
+    .unwrap();
+    let fs = Fs::open_rw(&img).unwrap();
+    let free0 = fs.statfs().blocks_free;
+    let f = fs
+        .create_node(
+            fs.root_ino(),
+            b"x",
+            NewInode {
+                mode: 0o100644,
+                uid: 0,
+                gid: 0,
+                rdev: (0, 0),
+            },
+        )
+        .unwrap();
+    fs.write(f, 0, &vec![1u8; 1 << 20]).unwrap();
+    fs.hold(f).unwrap();
+    fs.unlink(fs.root_ino(), b"x").unwrap();
+    fs.release(f).unwrap();
+    assert!(
+        fs.inode(f).is_err() || fs.read(f, 0, &mut [0u8; 1]).is_err(),
+        "freed"
+    );
+    assert_eq!(fs.statfs().blocks_free, free0, "its blocks are free again");
+    fs.unmount().unwrap();
+    assert_eq!(Fs::open(&img).unwrap().info().mount.orphan_inodes, 0);
+    assert_fsck_clean(&img);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn linux_frees_an_orphan_left_by_a_crash() {
+    let dir = scratch("orphan-linux");
+    let (img, _, _) = setup(&dir);
+    let k = kernel_f2fs(&img, "ls /mnt > $OUT/ls.txt\n", &dir.join("k"));
+    assert_eq!(k.exit, 0, "{}", k.job_log);
+    assert!(k.f2fs_complaints().is_empty(), "{:#?}", k.f2fs_complaints());
+    assert_fsck_clean(&img);
+    let fs = Fs::open(&img).unwrap();
+    assert_eq!(fs.info().mount.orphan_inodes, 0);
+    assert!(fs.readdir(fs.root_ino()).unwrap().is_empty());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn uf2fs_frees_an_orphan_left_by_a_crash() {
+    let dir = scratch("orphan-uf2fs");
+    let (img, f, before) = setup(&dir);
+    let fs = Fs::open_rw(&img).unwrap();
+    assert!(fs.inode(f).is_err(), "the orphan is gone after mount");
+    assert_eq!(
+        fs.statfs().blocks_free,
+        before,
+        "its data, nodes and inode are free again"
+    );
+    fs.unmount().unwrap();
+    assert_eq!(Fs::open(&img).unwrap().info().mount.orphan_inodes, 0);
+    assert_fsck_clean(&img);
+    let _ = std::fs::remove_dir_all(&dir);
+}
