@@ -178,6 +178,7 @@ pub fn put(image: &Path, host: &Path, path: &str) -> CliResult {
 
 struct Import<'a> {
     fs: &'a Fs,
+    bar: Option<indicatif::ProgressBar>,
     /// Bytes of file data copied.
     data_bytes: u64,
     /// Host (dev, ino) of multiply-linked files → image ino.
@@ -258,6 +259,9 @@ impl Import<'_> {
         if ft.is_file() {
             copy_file(self.fs, ino, host, m.len())?;
             self.data_bytes += m.blocks() * 512;
+            if let Some(b) = &self.bar {
+                b.inc(m.len());
+            }
         } else if ft.is_symlink() {
             let target = fs::read_link(host).map_err(|e| e.to_string())?;
             self.fs
@@ -314,14 +318,38 @@ pub fn import(image: &Path, src: &Path, path: &str, stats: bool) -> CliResult {
         return Err(Failure::Msg(format!("{path}: not a directory")));
     }
     let m = fs::metadata(src).map_err(|e| format!("{}: {e}", src.display()))?;
+    // A progress bar by bytes when stderr is a terminal (a quick walk counts them first).
+    let bar = std::io::IsTerminal::is_terminal(&std::io::stderr()).then(|| {
+        fn total(p: &Path) -> u64 {
+            match fs::symlink_metadata(p) {
+                Ok(m) if m.is_dir() => fs::read_dir(p)
+                    .map(|d| d.filter_map(|e| e.ok()).map(|e| total(&e.path())).sum())
+                    .unwrap_or(0),
+                Ok(m) if m.is_file() => m.len(),
+                _ => 0,
+            }
+        }
+        let b = indicatif::ProgressBar::new(total(src));
+        b.set_style(
+            indicatif::ProgressStyle::with_template(
+                "{bar:40} {bytes}/{total_bytes} {bytes_per_sec} {elapsed}",
+            )
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+        b
+    });
     let mut imp = Import {
         fs: &fs,
+        bar,
         data_bytes: 0,
         links: HashMap::new(),
         dirs: Vec::new(),
         failures: 0,
     };
     imp.tree(top, src);
+    if let Some(b) = &imp.bar {
+        b.finish_and_clear();
+    }
     // Directories last, deepest first, so their times are not changed by their children.
     let dirs = std::mem::take(&mut imp.dirs);
     for (ino, m) in dirs.iter().rev() {
