@@ -91,6 +91,12 @@ enum Cmd {
         target: String,
         path: String,
     },
+    /// Check an image (read-only): exit 0 when clean, 1 with the findings listed.
+    Fsck {
+        image: PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
     /// Geometry, features, checkpoint and usage of an image.
     Info {
         image: PathBuf,
@@ -191,6 +197,7 @@ fn main() -> ExitCode {
             target,
             path,
         } => write::ln(&image, &target, &path, symbolic),
+        Cmd::Fsck { image, json } => show::fsck(&image, json),
         Cmd::Info { image, json } => show::info(&image, json),
         Cmd::Ls {
             long,

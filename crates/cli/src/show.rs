@@ -402,3 +402,53 @@ pub fn stat(image: &Path, path: &str, json: bool) -> CliResult {
     }
     Ok(())
 }
+
+pub fn fsck(image: &Path, json: bool) -> CliResult {
+    let fs = match uf2fs_engine::Fs::open(image) {
+        Ok(fs) => fs,
+        Err(e) => {
+            if json {
+                println!(
+                    "{}",
+                    serde_json::json!({ "clean": false, "findings": [format!("cannot mount: {e}")] })
+                );
+            } else {
+                println!("{}: cannot mount: {e}", image.display());
+            }
+            return Err(Failure::Quiet);
+        }
+    };
+    let r = fs
+        .check()
+        .map_err(|e| format!("{}: {e}", image.display()))?;
+    let mut o = io::stdout().lock();
+    if json {
+        let v = serde_json::json!({ "clean": r.findings.is_empty(), "report": r });
+        writeln!(o, "{}", serde_json::to_string_pretty(&v)?).map_err(out_err)?;
+    } else {
+        for f in &r.findings {
+            writeln!(o, "{}: {f}", image.display()).map_err(out_err)?;
+        }
+        writeln!(
+            o,
+            "{}: {} ({} inodes, {} nodes, {} data blocks, {} directories, {} names)",
+            image.display(),
+            if r.findings.is_empty() {
+                "clean".to_string()
+            } else {
+                format!("{} findings", r.findings.len())
+            },
+            r.inodes,
+            r.nodes,
+            r.blocks,
+            r.directories,
+            r.names
+        )
+        .map_err(out_err)?;
+    }
+    if r.findings.is_empty() {
+        Ok(())
+    } else {
+        Err(Failure::Quiet)
+    }
+}

@@ -15,7 +15,8 @@
 use std::path::Path;
 use std::process::Command;
 use uf2fs_testkit::{
-    assert_fsck_clean, assert_same_view, gen_tree, kernel_f2fs, run, scratch, view, TreeSpec,
+    assert_fsck_clean as fsck_f2fs_clean, assert_same_view, gen_tree, kernel_f2fs, run, scratch,
+    view, TreeSpec,
 };
 
 /// Every treesum field.
@@ -29,6 +30,14 @@ fn extract_view(img: &Path, out: &Path) -> Vec<String> {
     let _ = std::fs::remove_dir_all(out);
     uf2fs(&[("extract").as_ref(), img.as_os_str(), out.as_os_str()]);
     view(out, Some(FIELDS))
+}
+
+/// fsck.f2fs and `uf2fs fsck` both find the image clean.
+fn assert_fsck_clean(img: &Path) {
+    fsck_f2fs_clean(img);
+    run(Command::new(env!("CARGO_BIN_EXE_uf2fs"))
+        .arg("fsck")
+        .arg(img));
 }
 
 fn lines(p: &Path) -> Vec<String> {

@@ -683,6 +683,21 @@ impl Fs {
         Ok(())
     }
 
+    /// The SIT entries of every main segment (read now, the journal applied).
+    pub(crate) fn sit_entries(&self) -> Result<Vec<SitEntry>> {
+        read_sit(
+            &*self.vol.dev,
+            &self.vol.layout,
+            &self.vol.cp.sit_bitmap,
+            &self.vol.sit_journal,
+        )
+    }
+
+    /// The orphan inodes the mounted checkpoint lists.
+    pub(crate) fn checkpoint_orphans(&self) -> Result<Vec<u32>> {
+        Ok(self.vol.orphans.clone())
+    }
+
     /// Per-segment usage from the SIT (read now, not cached).
     pub fn segment_usage(&self) -> Result<SegmentUsage> {
         let sit = read_sit(

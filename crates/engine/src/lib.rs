@@ -8,6 +8,7 @@
 //! by the format layer before use. The SIT is read only when asked for (`info`), so that a
 //! damaged SIT does not keep files from being read.
 
+mod check;
 mod checkpoint;
 mod delete;
 mod dir;
@@ -26,6 +27,7 @@ mod write;
 mod xattr;
 mod xattr_write;
 
+pub use check::CheckReport;
 pub use error::{Error, Result};
 pub use fallocate::{FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE};
 pub use fs::{type_name, Attr, DirEntry, Extent, Fs, StatFs, WalkItem};

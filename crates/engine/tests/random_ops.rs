@@ -556,6 +556,12 @@ fn run(seed: u64) -> (std::path::PathBuf, Model, usize) {
     let fs = Fs::open(&img).unwrap();
     check_tree(&fs, &m, ROOT, "");
     assert_fsck_clean(&img);
+    let report = fs.check().unwrap();
+    assert!(
+        report.findings.is_empty(),
+        "uf2fs fsck disagrees with fsck.f2fs: {:#?}",
+        report.findings
+    );
     (img, m, done)
 }
 

@@ -282,9 +282,20 @@ pub fn mkfs_sload(img: &Path, size_mb: u64, features: &str, src: &Path) -> Strin
 /// whose second checkpoint pack is older (fresh mkfs images, for one). A verdict whose only
 /// flagged lines are that one is taken as clean; any other line still fails.
 pub fn assert_fsck_clean(img: &Path) {
+    let (clean, report) = fsck_f2fs(img);
+    assert!(
+        clean,
+        "fsck.f2fs finds {} not clean:\n{report}",
+        img.display()
+    );
+}
+
+/// fsck.f2fs's verdict (through f2fs-check, the "mirror" false positive set aside) and its
+/// report.
+pub fn fsck_f2fs(img: &Path) -> (bool, String) {
     let (ok, out, err) = try_run(Command::new(shared_tools().join("f2fs-check")).arg(img));
     if ok {
-        return;
+        return (true, out);
     }
     let flagged: Vec<&str> = out
         .lines()
@@ -295,11 +306,7 @@ pub fn assert_fsck_clean(img: &Path) {
         && flagged
             .iter()
             .all(|l| l.starts_with("Info: Duplicate valid checkpoint to mirror position"));
-    assert!(
-        only_mirror,
-        "fsck.f2fs finds {} not clean:\n{out}\n{err}",
-        img.display()
-    );
+    (only_mirror, format!("{out}\n{err}"))
 }
 
 /// Decompresses a `.img.gz` fixture from tests/fixtures into `dest`.
