@@ -710,6 +710,23 @@ impl Fs {
         Ok(nid)
     }
 
+    /// Turns the inline file being edited into a block file: the inline area is cleared
+    /// (it becomes address slots) and `data`, its old bytes, becomes block 0.
+    fn inline_to_blocks(&self, ws: &mut WriteState, e: &mut Editing, data: &[u8]) -> Result<()> {
+        let r = e.inline_range();
+        if let Some(a) = e.block.get_mut(r) {
+            a.fill(0);
+        }
+        e.set_inline(e.inline() & !(inline_flags::INLINE_DATA | inline_flags::DATA_EXIST));
+        e.inode = reparse(self, e.ino, &mut e.block)?;
+        if data.is_empty() {
+            return Ok(());
+        }
+        let mut b0 = [0u8; BLOCK_SIZE];
+        put(&mut b0, 0, data);
+        self.write_data_blocks(ws, e, Log::WarmData, &BTreeMap::from([(0u64, b0)]))
+    }
+
     /// Grows regular file `ino` to `size` bytes (the new range is a hole); never shrinks it.
     pub fn extend(&self, ino: u32, size: u64) -> Result<()> {
         let first = {
@@ -745,22 +762,7 @@ impl Fs {
             }
             if e.inode.has_inline_data() && size > e.inline_range().len() as u64 {
                 // A hole past the inline area needs the block layout: move the bytes out first.
-                let r = e.inline_range();
-                if let Some(a) = e.block.get_mut(r) {
-                    a.fill(0);
-                }
-                e.set_inline(e.inline() & !(inline_flags::INLINE_DATA | inline_flags::DATA_EXIST));
-                e.inode = reparse(self, ino, &mut e.block)?;
-                if !first.is_empty() {
-                    let mut b0 = [0u8; BLOCK_SIZE];
-                    put(&mut b0, 0, &first);
-                    self.write_data_blocks(
-                        ws,
-                        &mut e,
-                        Log::WarmData,
-                        &BTreeMap::from([(0u64, b0)]),
-                    )?;
-                }
+                self.inline_to_blocks(ws, &mut e, &first)?;
             }
             e.set_size(size);
             e.touch(true);
@@ -810,23 +812,7 @@ impl Fs {
                         .get(r.start..r.start + old_size.min(r.len()))
                         .map(<[u8]>::to_vec)
                         .unwrap_or_default();
-                    if let Some(a) = e.block.get_mut(r) {
-                        a.fill(0);
-                    }
-                    e.set_inline(
-                        e.inline() & !(inline_flags::INLINE_DATA | inline_flags::DATA_EXIST),
-                    );
-                    e.inode = reparse(self, ino, &mut e.block)?;
-                    if !old.is_empty() {
-                        let mut b0 = [0u8; BLOCK_SIZE];
-                        put(&mut b0, 0, &old);
-                        self.write_data_blocks(
-                            ws,
-                            &mut e,
-                            Log::WarmData,
-                            &BTreeMap::from([(0u64, b0)]),
-                        )?;
-                    }
+                    self.inline_to_blocks(ws, &mut e, &old)?;
                 }
                 // Whole blocks, the partial first and last ones read and merged.
                 let bs = BLOCK_SIZE as u64;
