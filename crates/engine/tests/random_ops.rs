@@ -116,7 +116,11 @@ fn check_tree(fs: &Fs, m: &Model, dir: u64, path: &str) {
         let a = fs.getattr(m.ino[id]).unwrap();
         match &node.kind {
             Kind::Dir(_) => {
-                assert_eq!(a.file_type, FileType::Directory, "{p}");
+                assert_eq!(
+                    (a.file_type, a.nlink),
+                    (FileType::Directory, node.links),
+                    "{p}"
+                );
                 check_tree(fs, m, *id, &p);
             }
             Kind::File(data) => {
@@ -250,6 +254,7 @@ fn run(seed: u64) -> (std::path::PathBuf, Model, usize) {
                             parent: d,
                         },
                     );
+                    m.nodes.get_mut(&d).unwrap().links += 1;
                     m.ino.insert(id, ino);
                     m.dir_mut(d).insert(n.clone(), id);
                 }
