@@ -17,7 +17,7 @@ use std::collections::{BTreeMap, HashMap};
 use uf2fs_engine::uf2fs_device::FileDevice;
 use uf2fs_engine::{
     mkfs, Error, FileType, Fs, MkfsOptions, NewInode, FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE,
-    RENAME_EXCHANGE, RENAME_NOREPLACE,
+    RENAME_EXCHANGE, RENAME_NOREPLACE, XATTR_CREATE, XATTR_REPLACE,
 };
 use uf2fs_testkit::{assert_fsck_clean, kernel_f2fs, scratch, Rng};
 
@@ -33,6 +33,7 @@ struct Node {
     kind: Kind,
     links: u32,
     parent: u64,
+    xattrs: BTreeMap<Vec<u8>, Vec<u8>>,
 }
 
 /// The model: inodes by our own id, each mapped to the engine's inode number.
@@ -114,6 +115,8 @@ fn check_tree(fs: &Fs, m: &Model, dir: u64, path: &str) {
         let p = format!("{path}/{}", String::from_utf8_lossy(name));
         let node = &m.nodes[id];
         let a = fs.getattr(m.ino[id]).unwrap();
+        let xs: BTreeMap<Vec<u8>, Vec<u8>> = fs.xattrs(m.ino[id]).unwrap().into_iter().collect();
+        assert_eq!(xs, node.xattrs, "{p}: xattrs");
         match &node.kind {
             Kind::Dir(_) => {
                 assert_eq!(
@@ -187,6 +190,7 @@ fn run(seed: u64) -> (std::path::PathBuf, Model, usize) {
             kind: Kind::Dir(BTreeMap::new()),
             links: 2,
             parent: ROOT,
+            xattrs: BTreeMap::new(),
         },
     );
     m.ino.insert(ROOT, fs.root_ino());
@@ -223,6 +227,7 @@ fn run(seed: u64) -> (std::path::PathBuf, Model, usize) {
                             kind: Kind::File(Vec::new()),
                             links: 1,
                             parent: d,
+                            xattrs: BTreeMap::new(),
                         },
                     );
                     m.ino.insert(id, ino);
@@ -252,6 +257,7 @@ fn run(seed: u64) -> (std::path::PathBuf, Model, usize) {
                             kind: Kind::Dir(BTreeMap::new()),
                             links: 2,
                             parent: d,
+                            xattrs: BTreeMap::new(),
                         },
                     );
                     m.nodes.get_mut(&d).unwrap().links += 1;
@@ -285,6 +291,7 @@ fn run(seed: u64) -> (std::path::PathBuf, Model, usize) {
                             kind: Kind::Symlink(target),
                             links: 1,
                             parent: d,
+                            xattrs: BTreeMap::new(),
                         },
                     );
                     m.ino.insert(id, ino);
@@ -535,7 +542,53 @@ fn run(seed: u64) -> (std::path::PathBuf, Model, usize) {
                 }
                 (errno(r), want)
             }
-            93..=96 => {
+            93..=94 => {
+                what = "xattr";
+                let mut ids: Vec<u64> = m.nodes.keys().copied().collect();
+                ids.sort();
+                let id = ids[rng.below(ids.len() as u64) as usize];
+                let xname = format!("user.x{}", rng.below(6)).into_bytes();
+                let have = m.nodes[&id].xattrs.contains_key(&xname);
+                let op = rng.below(4);
+                let (r, want) = if op == 0 {
+                    let want = if have { 0 } else { 61 };
+                    let r = fs.removexattr(m.ino[&id], &xname);
+                    if want == 0 {
+                        m.nodes.get_mut(&id).unwrap().xattrs.remove(&xname);
+                    }
+                    (r, want)
+                } else {
+                    let flags = [0, XATTR_CREATE, XATTR_REPLACE][(op - 1) as usize];
+                    let len = if rng.below(5) == 0 {
+                        900 + rng.below(1500)
+                    } else {
+                        rng.below(40)
+                    };
+                    let value = rng.bytes(len as usize);
+                    let want = match (flags, have) {
+                        (XATTR_CREATE, true) => 17,
+                        (XATTR_REPLACE, false) => 61,
+                        _ => 0,
+                    };
+                    let r = fs.setxattr(m.ino[&id], &xname, &value, flags);
+                    // The whole list must fit in the inode and its xattr node: ENOSPC then,
+                    // nothing changed.
+                    if want == 0 && matches!(r, Err(Error::NoRoom(_))) {
+                        (Ok(()), 0)
+                    } else {
+                        if want == 0 {
+                            m.nodes
+                                .get_mut(&id)
+                                .unwrap()
+                                .xattrs
+                                .insert(xname.clone(), value);
+                        }
+                        (r, want)
+                    }
+                };
+                (errno(r), want)
+            }
+            95..=96 => {
                 what = "sync";
                 fs.sync().unwrap();
                 check_tree(&fs, &m, ROOT, "");
