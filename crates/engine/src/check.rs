@@ -3,8 +3,7 @@
 //! read checks its NAT entry and footer, every inode its fields and checksum. On top of that:
 //! names are where their hash puts them, '.' and '..' point right, link counts and i_blocks
 //! are exact, no block has two owners, the SIT's maps and counts equal the reachable blocks,
-//! the SSA names each block's owner (outside the current segments, whose summaries live in the
-//! checkpoint), no NAT entry is in use without being reachable, and the checkpoint's counters
+//! the SSA names each block's owner (for the current segments, the checkpoint pack's summaries), no NAT entry is in use without being reachable, and the checkpoint's counters
 //! (valid blocks, nodes, inodes, free segments) are right.
 
 use crate::error::Result;
@@ -375,21 +374,32 @@ impl Fs {
                     ));
                 }
             }
-            // SSA owners, outside the current segments.
-            if !offs.is_empty() && !cursegs.contains(&segno) {
-                let ssa = read_block(
-                    &*self.vol().dev,
-                    u64::from(layout.ssa) + u64::from(segno),
-                    IoCause::Meta,
-                    "SSA block",
-                )?;
-                let sum = uf2fs_format::summary::Summary::from_block(&ssa);
+            // SSA owners: the SSA block, or for a current segment the pack's summary.
+            let cur = self
+                .checkpoint()
+                .cursegs
+                .iter()
+                .position(|c| c.segno == segno);
+            let entries: Option<Vec<RawSummary>> = match cur {
+                _ if offs.is_empty() => None,
+                Some(i) => self.vol().cur_summaries.get(i).cloned().flatten(),
+                None => {
+                    let ssa = read_block(
+                        &*self.vol().dev,
+                        u64::from(layout.ssa) + u64::from(segno),
+                        IoCause::Meta,
+                        "SSA block",
+                    )?;
+                    Some(uf2fs_format::summary::Summary::from_block(&ssa).entries)
+                }
+            };
+            if let Some(sum_entries) = entries {
                 for off in offs {
                     let addr = layout.main + segno * BLOCKS_PER_SEG + off;
                     let Some(&o) = w.owners.get(&addr) else {
                         continue;
                     };
-                    let s: RawSummary = sum.entries.get(off as usize).copied().unwrap_or_default();
+                    let s: RawSummary = sum_entries.get(off as usize).copied().unwrap_or_default();
                     let ok = s.nid.get() == o.nid
                         && o.slot.is_none_or(|slot| s.ofs_in_node.get() == slot);
                     if !ok {

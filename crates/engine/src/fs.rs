@@ -38,6 +38,9 @@ pub(crate) struct Vol {
     sit_journal: Vec<(u32, SitEntry)>,
     orphans: Vec<u32>,
     notes: Vec<String>,
+    /// Summaries of the six current segments as the mounted pack has them (node ones only
+    /// when the pack carries them).
+    pub(crate) cur_summaries: Vec<Option<Vec<uf2fs_format::summary::RawSummary>>>,
     /// The writable state; `None` for a read-only mount.
     pub(crate) write: Option<Mutex<WriteState>>,
 }
@@ -208,6 +211,12 @@ impl Fs {
             sb: m.sb,
             cp: m.cp,
             write,
+            cur_summaries: m
+                .summaries
+                .iter()
+                .enumerate()
+                .map(|(i, s)| (i < 3 || m.has_node_summaries).then(|| s.entries.clone()))
+                .collect(),
         };
         let fs = Fs { vol };
         if !orphans.is_empty() {
