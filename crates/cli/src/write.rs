@@ -401,8 +401,10 @@ fn remove_tree(fs: &Fs, parent: u32, name: &[u8], recursive: bool) -> Result<(),
     if !recursive {
         return Err(Error::IsADirectory);
     }
-    // Depth-first with an explicit stack: (dir, its name in its parent, its parent).
+    // Depth-first with an explicit stack: (dir, its name in its parent, its parent). A
+    // directory met twice means a cycle in a corrupt image: stop rather than loop.
     let mut stack = vec![(ino, name.to_vec(), parent)];
+    let mut entered = std::collections::HashSet::new();
     while let Some((dir, dname, dparent)) = stack.last().cloned() {
         let entries = fs.readdir(dir)?;
         if entries.is_empty() {
@@ -412,6 +414,13 @@ fn remove_tree(fs: &Fs, parent: u32, name: &[u8], recursive: bool) -> Result<(),
         }
         for e in entries {
             if fs.getattr(e.ino)?.file_type == uf2fs_engine::FileType::Directory {
+                if !entered.insert(e.ino) {
+                    return Err(uf2fs_engine::CorruptKind::DirectoryCycle {
+                        ino: dir,
+                        child: e.ino,
+                    }
+                    .into());
+                }
                 stack.push((e.ino, e.name, dir));
             } else {
                 fs.unlink(dir, &e.name)?;

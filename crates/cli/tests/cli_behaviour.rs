@@ -247,3 +247,47 @@ fn damaged_newest_checkpoint_falls_back_to_the_other_pack() {
     corrupt_block(&img, cp_addr + (2 - pack) * 512, 100);
     assert_error(&uf2fs(&["ls", s]), "no valid checkpoint pack");
 }
+
+/// A directory that contains itself (a corrupt image) makes `rm -r` stop with an error naming
+/// the cycle, not loop.
+#[test]
+fn rm_r_on_a_directory_cycle_stops_with_an_error() {
+    let dir = scratch("cli-cycle");
+    let img = fixture("linux-default", &dir);
+    let fs = uf2fs_engine::Fs::open(&img).unwrap();
+    let d = fs.resolve(b"/dir200", false).unwrap();
+    drop(fs);
+    let mut data = std::fs::read(&img).unwrap();
+    let mut patched = 0;
+    for b in data.chunks_mut(4096) {
+        let block: &[u8; 4096] = (&*b).try_into().unwrap();
+        let slots: Vec<usize> = uf2fs_format::dentry::DentryArea::block(block)
+            .iter()
+            .filter_map(|e| e.ok())
+            .filter(|e| e.name == b"n0")
+            .map(|e| e.slot)
+            .collect();
+        for slot in slots {
+            let at = 30 + slot * 11;
+            b[at + 4..at + 8].copy_from_slice(&d.to_le_bytes());
+            b[at + 10] = 2;
+            patched += 1;
+        }
+    }
+    assert_eq!(patched, 1);
+    std::fs::write(&img, data).unwrap();
+    let o = Command::new("timeout")
+        .arg("60")
+        .arg(env!("CARGO_BIN_EXE_uf2fs"))
+        .args(["rm", "-r"])
+        .arg(&img)
+        .arg("/dir200")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("contains itself or an ancestor"),
+        "{}",
+        stderr(&o)
+    );
+}
