@@ -8,7 +8,9 @@ use crate::error::{Error, Result};
 use crate::fs::Fs;
 use std::ops::ControlFlow;
 use uf2fs_device::IoCause;
-use uf2fs_format::dentry::{slots_for, DentryArea, NR_DENTRY_IN_BLOCK};
+use uf2fs_format::dentry::{
+    inline_geometry, slots_for, DentryArea, DENTRY_BITMAP_SIZE, DENTRY_RESERVED, NR_DENTRY_IN_BLOCK,
+};
 use uf2fs_format::hash::dentry_hash;
 use uf2fs_format::inode::{FileType, Inode};
 use uf2fs_format::node::{entry, ADDRS_PER_BLOCK};
@@ -70,21 +72,24 @@ impl Fs {
         Err(Error::NotFound)
     }
 
-    /// Clears an entry's bitmap bits; a dentry block left empty becomes a hole.
-    pub(crate) fn remove_entry(&self, ws: &mut WriteState, dir_ino: u32, f: &Found) -> Result<()> {
+    /// Changes the dentry area of directory `dir_ino` that holds an entry: the inline area
+    /// (`fblk` None) or the dentry block at `fblk`, read, changed by `f` (given the area and
+    /// where its entry array starts), and written out of place; a block left with no entry
+    /// becomes a hole, as Linux does.
+    pub(crate) fn change_entry_area(
+        &self,
+        ws: &mut WriteState,
+        dir_ino: u32,
+        fblk: Option<u64>,
+        f: impl FnOnce(&mut [u8], usize),
+    ) -> Result<()> {
         let mut p = self.edit(dir_ino)?;
-        let clear = |bitmap: &mut [u8]| {
-            for s in f.slot..f.slot + slots_for(f.len) {
-                if let Some(b) = bitmap.get_mut(s / 8) {
-                    *b &= !(1 << (s % 8));
-                }
-            }
-        };
-        match f.fblk {
+        match fblk {
             None => {
                 let r = p.inline_range();
+                let (_, bitmap, reserved) = inline_geometry(r.len());
                 if let Some(area) = p.block.get_mut(r) {
-                    clear(area);
+                    f(area, bitmap + reserved);
                 }
             }
             Some(fblk) => {
@@ -95,7 +100,7 @@ impl Fs {
                     IoCause::UserData,
                     "dentry block",
                 )?;
-                clear(&mut b[..]);
+                f(&mut b[..], DENTRY_BITMAP_SIZE + DENTRY_RESERVED);
                 let empty = (0..NR_DENTRY_IN_BLOCK)
                     .all(|s| b.get(s / 8).is_some_and(|x| x & (1 << (s % 8)) == 0));
                 if empty {
@@ -112,6 +117,17 @@ impl Fs {
         }
         p.touch(true);
         self.commit(p)
+    }
+
+    /// Clears an entry's bitmap bits (the bitmap starts both kinds of area).
+    pub(crate) fn remove_entry(&self, ws: &mut WriteState, dir_ino: u32, f: &Found) -> Result<()> {
+        self.change_entry_area(ws, dir_ino, f.fblk, |bitmap, _| {
+            for s in f.slot..f.slot + slots_for(f.len) {
+                if let Some(b) = bitmap.get_mut(s / 8) {
+                    *b &= !(1 << (s % 8));
+                }
+            }
+        })
     }
 
     /// Removes the name `name` of a non-directory from `parent`; the inode goes with its last
@@ -154,9 +170,7 @@ impl Fs {
                 return Err(Error::NotEmpty);
             }
             self.remove_entry(ws, parent, &f)?;
-            let mut p = self.edit(parent)?;
-            p.set_links(p.links().saturating_sub(1));
-            self.commit(p)?;
+            self.adjust_links(parent, -1)?;
             self.free_inode(ws, f.ino)
         })
     }

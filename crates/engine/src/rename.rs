@@ -7,7 +7,6 @@
 use crate::delete::Found;
 use crate::error::{Error, Result};
 use crate::fs::Fs;
-use uf2fs_device::IoCause;
 use uf2fs_format::dentry::DIR_ENTRY_SIZE;
 use uf2fs_format::inode::{FileType, MAX_NAME_LEN};
 
@@ -25,8 +24,7 @@ impl Fs {
         ino: u32,
         ft: FileType,
     ) -> Result<()> {
-        let mut p = self.edit(dir)?;
-        let patch = |area: &mut [u8], e0: usize| {
+        self.change_entry_area(ws, dir, f.fblk, |area, e0| {
             let at = e0 + f.slot * DIR_ENTRY_SIZE;
             if let Some(d) = area.get_mut(at + 4..at + 8) {
                 d.copy_from_slice(&ino.to_le_bytes());
@@ -34,34 +32,7 @@ impl Fs {
             if let Some(t) = area.get_mut(at + 10) {
                 *t = ft.dentry_code();
             }
-        };
-        match f.fblk {
-            None => {
-                let r = p.inline_range();
-                let (_, bitmap, reserved) = uf2fs_format::dentry::inline_geometry(r.len());
-                if let Some(area) = p.block.get_mut(r) {
-                    patch(area, bitmap + reserved);
-                }
-            }
-            Some(fblk) => {
-                let old = self.block_addr(&p, fblk)?;
-                let mut b = crate::mount::read_block(
-                    &*self.vol().dev,
-                    old.into(),
-                    IoCause::UserData,
-                    "dentry block",
-                )?;
-                patch(&mut b[..], 30);
-                self.write_data_blocks(
-                    ws,
-                    &mut p,
-                    crate::segment::Log::HotData,
-                    &std::collections::BTreeMap::from([(fblk, b)]),
-                )?;
-            }
-        }
-        p.touch(true);
-        self.commit(p)
+        })
     }
 
     /// Whether `ancestor` is `dir` or one of its ancestors (following '..').
@@ -94,12 +65,6 @@ impl Fs {
             }
         }
         e.touch(false);
-        self.commit(e)
-    }
-
-    fn adjust_links(&self, ino: u32, delta: i32) -> Result<()> {
-        let mut e = self.edit(ino)?;
-        e.set_links(e.links().saturating_add_signed(delta));
         self.commit(e)
     }
 

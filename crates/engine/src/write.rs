@@ -202,6 +202,13 @@ impl Fs {
         self.vol().nodes.put_dirty(e.ino, e.block, log)
     }
 
+    /// Adds `delta` to the link count of `ino`.
+    pub(crate) fn adjust_links(&self, ino: u32, delta: i32) -> Result<()> {
+        let mut e = self.edit(ino)?;
+        e.set_links(e.links().saturating_add_signed(delta));
+        self.commit(e)
+    }
+
     /// Forces a checkpoint when the dirty nodes pass the memory budget.
     fn maybe_checkpoint(&self, ws: &mut WriteState) -> Result<()> {
         if self.vol().nodes.dirty_count() > DIRTY_NODE_BUDGET {
@@ -326,9 +333,7 @@ impl Fs {
             self.commit(e)?;
             self.add_entry(ws, parent, name, nid, ft)?;
             if ft == FileType::Directory {
-                let mut p = self.edit(parent)?;
-                p.set_links(p.links() + 1);
-                self.commit(p)?;
+                self.adjust_links(parent, 1)?;
             }
             self.maybe_checkpoint(ws)?;
             Ok(nid)
