@@ -9,18 +9,11 @@
     reason = "test code: a panic is the failure report"
 )]
 
-use uf2fs_engine::uf2fs_device::FileDevice;
-use uf2fs_engine::{mkfs, Fs, MkfsOptions, NewInode, RENAME_EXCHANGE, RENAME_NOREPLACE};
-use uf2fs_testkit::{assert_fsck_clean, scratch};
+mod common;
+use common::node;
 
-fn node(mode: u16) -> NewInode {
-    NewInode {
-        mode,
-        uid: 0,
-        gid: 0,
-        rdev: (0, 0),
-    }
-}
+use uf2fs_engine::{Fs, RENAME_EXCHANGE, RENAME_NOREPLACE};
+use uf2fs_testkit::{assert_fsck_clean, scratch};
 
 fn listing(fs: &Fs, ino: u32, out: &mut Vec<String>, path: &str) {
     let mut v = fs.readdir(ino).unwrap();
@@ -41,16 +34,7 @@ fn listing(fs: &Fs, ino: u32, out: &mut Vec<String>, path: &str) {
 #[test]
 fn impossible_requests_give_the_kernels_errno_and_change_nothing() {
     let dir = scratch("bad");
-    let img = dir.join("img");
-    std::fs::File::create(&img)
-        .unwrap()
-        .set_len(128 << 20)
-        .unwrap();
-    mkfs(
-        &FileDevice::open(&img, true).unwrap(),
-        &MkfsOptions::default(),
-    )
-    .unwrap();
+    let img = common::fresh_image(&dir, 128, 0);
     let fs = Fs::open_rw(&img).unwrap();
     let root = fs.root_ino();
     let d = fs.create_node(root, b"d", node(0o40755)).unwrap();

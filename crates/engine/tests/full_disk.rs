@@ -10,21 +10,13 @@
     reason = "test code: a panic is the failure report"
 )]
 
-use uf2fs_engine::uf2fs_device::FileDevice;
-use uf2fs_engine::{mkfs, Error, Fs, MkfsOptions, NewInode};
+mod common;
+
+use uf2fs_engine::{Error, Fs};
 use uf2fs_testkit::{assert_fsck_clean, kernel_f2fs, scratch, Rng};
 
 fn file(fs: &Fs, name: &str) -> Result<u32, Error> {
-    fs.create_node(
-        fs.root_ino(),
-        name.as_bytes(),
-        NewInode {
-            mode: 0o100644,
-            uid: 0,
-            gid: 0,
-            rdev: (0, 0),
-        },
-    )
+    fs.create_node(fs.root_ino(), name.as_bytes(), common::node(0o100644))
 }
 
 fn content(i: usize, len: usize) -> Vec<u8> {
@@ -34,16 +26,7 @@ fn content(i: usize, len: usize) -> Vec<u8> {
 #[test]
 fn enospc_is_clean_and_space_comes_back() {
     let dir = scratch("full");
-    let img = dir.join("img");
-    std::fs::File::create(&img)
-        .unwrap()
-        .set_len(128 << 20)
-        .unwrap();
-    mkfs(
-        &FileDevice::open(&img, true).unwrap(),
-        &MkfsOptions::default(),
-    )
-    .unwrap();
+    let img = common::fresh_image(&dir, 128, 0);
     let fs = Fs::open_rw(&img).unwrap();
     let len = 1 << 20;
     let mut written = Vec::new();

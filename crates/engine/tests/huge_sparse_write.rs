@@ -11,8 +11,9 @@
     reason = "test code: a panic is the failure report"
 )]
 
-use uf2fs_engine::uf2fs_device::FileDevice;
-use uf2fs_engine::{mkfs, Fs, MkfsOptions, NewInode};
+mod common;
+
+use uf2fs_engine::Fs;
 use uf2fs_testkit::{assert_fsck_clean, kernel_f2fs, scratch};
 
 const GIB: u64 = 1 << 30;
@@ -29,43 +30,16 @@ const AT: [u64; 7] = [
 #[test]
 fn writes_through_every_node_level() {
     let dir = scratch("huge");
-    let img = dir.join("img");
-    std::fs::File::create(&img)
-        .unwrap()
-        .set_len(256 << 20)
-        .unwrap();
-    mkfs(
-        &FileDevice::open(&img, true).unwrap(),
-        &MkfsOptions::default(),
-    )
-    .unwrap();
+    let img = common::fresh_image(&dir, 256, 0);
     let fs = Fs::open_rw(&img).unwrap();
     let f = fs
-        .create_node(
-            fs.root_ino(),
-            b"huge",
-            NewInode {
-                mode: 0o100644,
-                uid: 0,
-                gid: 0,
-                rdev: (0, 0),
-            },
-        )
+        .create_node(fs.root_ino(), b"huge", common::node(0o100644))
         .unwrap();
     for (i, &off) in AT.iter().enumerate() {
         fs.write(f, off, format!("marker-{i}").as_bytes()).unwrap();
     }
     let keep = fs
-        .create_node(
-            fs.root_ino(),
-            b"cut",
-            NewInode {
-                mode: 0o100644,
-                uid: 0,
-                gid: 0,
-                rdev: (0, 0),
-            },
-        )
+        .create_node(fs.root_ino(), b"cut", common::node(0o100644))
         .unwrap();
     for &off in &AT {
         fs.write(keep, off, b"x").unwrap();

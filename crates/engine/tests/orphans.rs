@@ -11,34 +11,17 @@
     reason = "test code: a panic is the failure report"
 )]
 
-use uf2fs_engine::uf2fs_device::FileDevice;
-use uf2fs_engine::{mkfs, Error, Fs, MkfsOptions, NewInode};
+mod common;
+
+use uf2fs_engine::{Error, Fs};
 use uf2fs_testkit::{assert_fsck_clean, kernel_f2fs, scratch};
 
 fn setup(dir: &std::path::Path) -> (std::path::PathBuf, u32, u64) {
-    let img = dir.join("img");
-    std::fs::File::create(&img)
-        .unwrap()
-        .set_len(128 << 20)
-        .unwrap();
-    mkfs(
-        &FileDevice::open(&img, true).unwrap(),
-        &MkfsOptions::default(),
-    )
-    .unwrap();
+    let img = common::fresh_image(dir, 128, 0);
     let fs = Fs::open_rw(&img).unwrap();
     let free0 = fs.statfs().blocks_free;
     let f = fs
-        .create_node(
-            fs.root_ino(),
-            b"open-file",
-            NewInode {
-                mode: 0o100644,
-                uid: 0,
-                gid: 0,
-                rdev: (0, 0),
-            },
-        )
+        .create_node(fs.root_ino(), b"open-file", common::node(0o100644))
         .unwrap();
     fs.write(f, 0, &vec![9u8; 3 << 20]).unwrap();
     fs.sync().unwrap();
@@ -69,29 +52,11 @@ fn setup(dir: &std::path::Path) -> (std::path::PathBuf, u32, u64) {
 #[test]
 fn release_frees_the_orphan() {
     let dir = scratch("orphan-release");
-    let img = dir.join("img");
-    std::fs::File::create(&img)
-        .unwrap()
-        .set_len(128 << 20)
-        .unwrap();
-    mkfs(
-        &FileDevice::open(&img, true).unwrap(),
-        &MkfsOptions::default(),
-    )
-    .unwrap();
+    let img = common::fresh_image(&dir, 128, 0);
     let fs = Fs::open_rw(&img).unwrap();
     let free0 = fs.statfs().blocks_free;
     let f = fs
-        .create_node(
-            fs.root_ino(),
-            b"x",
-            NewInode {
-                mode: 0o100644,
-                uid: 0,
-                gid: 0,
-                rdev: (0, 0),
-            },
-        )
+        .create_node(fs.root_ino(), b"x", common::node(0o100644))
         .unwrap();
     fs.write(f, 0, &vec![1u8; 1 << 20]).unwrap();
     fs.hold(f).unwrap();

@@ -13,11 +13,12 @@
     reason = "test code: a panic is the failure report"
 )]
 
+mod common;
+
 use std::collections::{BTreeMap, HashMap};
-use uf2fs_engine::uf2fs_device::FileDevice;
 use uf2fs_engine::{
-    mkfs, Error, FileType, Fs, MkfsOptions, NewInode, FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE,
-    RENAME_EXCHANGE, RENAME_NOREPLACE, XATTR_CREATE, XATTR_REPLACE,
+    Error, FileType, Fs, FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE, RENAME_EXCHANGE,
+    RENAME_NOREPLACE, XATTR_CREATE, XATTR_REPLACE,
 };
 use uf2fs_testkit::{assert_fsck_clean, kernel_f2fs, scratch, Rng};
 
@@ -58,6 +59,21 @@ impl Model {
             _ => panic!("not a dir"),
         }
     }
+    /// A random node whose kind passes `want` (ids in order, so a seed replays), if any.
+    fn pick(&self, rng: &mut Rng, want: impl Fn(&Kind) -> bool) -> Option<u64> {
+        let mut ids: Vec<u64> = self
+            .nodes
+            .iter()
+            .filter(|(_, x)| want(&x.kind))
+            .map(|(k, _)| *k)
+            .collect();
+        if ids.is_empty() {
+            return None;
+        }
+        ids.sort();
+        Some(ids[rng.below(ids.len() as u64) as usize])
+    }
+
     fn dirs(&self) -> Vec<u64> {
         let mut v: Vec<u64> = self
             .nodes
@@ -157,11 +173,6 @@ fn run(seed: u64) -> (std::path::PathBuf, Model, usize) {
         .and_then(|v| v.parse().ok())
         .unwrap_or(2500);
     let dir = scratch(&format!("random-{seed}"));
-    let img = dir.join("img");
-    std::fs::File::create(&img)
-        .unwrap()
-        .set_len(768 << 20)
-        .unwrap();
     let features = if seed.is_multiple_of(2) {
         0
     } else {
@@ -170,14 +181,7 @@ fn run(seed: u64) -> (std::path::PathBuf, Model, usize) {
         )
         .unwrap()
     };
-    mkfs(
-        &FileDevice::open(&img, true).unwrap(),
-        &MkfsOptions {
-            features,
-            ..MkfsOptions::default()
-        },
-    )
-    .unwrap();
+    let img = common::fresh_image(&dir, 768, features);
     let mut fs = Fs::open_rw(&img).unwrap();
     let mut m = Model {
         nodes: HashMap::new(),
@@ -207,16 +211,7 @@ fn run(seed: u64) -> (std::path::PathBuf, Model, usize) {
         let (got, want) = match op {
             0..=14 => {
                 what = "create";
-                let r = fs.create_node(
-                    dino,
-                    &n,
-                    NewInode {
-                        mode: 0o100644,
-                        uid: 0,
-                        gid: 0,
-                        rdev: (0, 0),
-                    },
-                );
+                let r = fs.create_node(dino, &n, common::node(0o100644));
                 let want = if existing.is_some() { 17 } else { 0 };
                 if let Ok(ino) = r {
                     let id = m.next;
@@ -237,16 +232,7 @@ fn run(seed: u64) -> (std::path::PathBuf, Model, usize) {
             }
             15..=22 => {
                 what = "mkdir";
-                let r = fs.create_node(
-                    dino,
-                    &n,
-                    NewInode {
-                        mode: 0o40755,
-                        uid: 0,
-                        gid: 0,
-                        rdev: (0, 0),
-                    },
-                );
+                let r = fs.create_node(dino, &n, common::node(0o40755));
                 let want = if existing.is_some() { 17 } else { 0 };
                 if let Ok(ino) = r {
                     let id = m.next;
@@ -271,16 +257,7 @@ fn run(seed: u64) -> (std::path::PathBuf, Model, usize) {
                 let max = if rng.below(4) == 0 { 4000 } else { 60 };
                 let target = vec![b't'; 1 + rng.below(max) as usize];
                 let want = if existing.is_some() { 17 } else { 0 };
-                let r = fs.create_node(
-                    dino,
-                    &n,
-                    NewInode {
-                        mode: 0o120777,
-                        uid: 0,
-                        gid: 0,
-                        rdev: (0, 0),
-                    },
-                );
+                let r = fs.create_node(dino, &n, common::node(0o120777));
                 if let Ok(ino) = r {
                     fs.write(ino, 0, &target).unwrap();
                     let id = m.next;
@@ -301,18 +278,9 @@ fn run(seed: u64) -> (std::path::PathBuf, Model, usize) {
             }
             26..=49 => {
                 what = "write";
-                let files: Vec<u64> = m
-                    .nodes
-                    .iter()
-                    .filter(|(_, x)| matches!(x.kind, Kind::File(_)))
-                    .map(|(k, _)| *k)
-                    .collect();
-                if files.is_empty() {
+                let Some(id) = m.pick(&mut rng, |k| matches!(k, Kind::File(_))) else {
                     continue;
-                }
-                let mut files = files;
-                files.sort();
-                let id = files[rng.below(files.len() as u64) as usize];
+                };
                 let Kind::File(data) = &m.nodes[&id].kind else {
                     unreachable!()
                 };
@@ -340,20 +308,9 @@ fn run(seed: u64) -> (std::path::PathBuf, Model, usize) {
             }
             50..=56 => {
                 what = "truncate";
-                let files: Vec<u64> = {
-                    let mut f: Vec<u64> = m
-                        .nodes
-                        .iter()
-                        .filter(|(_, x)| matches!(x.kind, Kind::File(_)))
-                        .map(|(k, _)| *k)
-                        .collect();
-                    f.sort();
-                    f
-                };
-                if files.is_empty() {
+                let Some(id) = m.pick(&mut rng, |k| matches!(k, Kind::File(_))) else {
                     continue;
-                }
-                let id = files[rng.below(files.len() as u64) as usize];
+                };
                 let Kind::File(data) = &m.nodes[&id].kind else {
                     unreachable!()
                 };
@@ -371,17 +328,9 @@ fn run(seed: u64) -> (std::path::PathBuf, Model, usize) {
             }
             57..=60 => {
                 what = "fallocate";
-                let mut files: Vec<u64> = m
-                    .nodes
-                    .iter()
-                    .filter(|(_, x)| matches!(x.kind, Kind::File(_)))
-                    .map(|(k, _)| *k)
-                    .collect();
-                files.sort();
-                if files.is_empty() {
+                let Some(id) = m.pick(&mut rng, |k| matches!(k, Kind::File(_))) else {
                     continue;
-                }
-                let id = files[rng.below(files.len() as u64) as usize];
+                };
                 let Kind::File(data) = &m.nodes[&id].kind else {
                     unreachable!()
                 };
@@ -438,20 +387,9 @@ fn run(seed: u64) -> (std::path::PathBuf, Model, usize) {
             }
             73..=77 => {
                 what = "link";
-                let files: Vec<u64> = {
-                    let mut f: Vec<u64> = m
-                        .nodes
-                        .iter()
-                        .filter(|(_, x)| !matches!(x.kind, Kind::Dir(_)))
-                        .map(|(k, _)| *k)
-                        .collect();
-                    f.sort();
-                    f
-                };
-                if files.is_empty() {
+                let Some(id) = m.pick(&mut rng, |k| !matches!(k, Kind::Dir(_))) else {
                     continue;
-                }
-                let id = files[rng.below(files.len() as u64) as usize];
+                };
                 let r = fs.link(m.ino[&id], dino, &n);
                 let want = if existing.is_some() { 17 } else { 0 };
                 if want == 0 {
