@@ -81,22 +81,12 @@ impl Nodes {
         {
             return Ok((b, Some(log)));
         }
-        let Some(e) = nat.lookup(dev, nid)? else {
-            return Err(CorruptKind::NodeFooter {
-                nid,
-                blkaddr: 0,
-                what: "NAT entry is free for a node in use; owner",
-                found: 0,
-                expected: ino,
-            }
-            .into());
-        };
-        let b = read_block(dev, e.block_addr.into(), IoCause::Node, "node block")?;
+        let (b, blkaddr) = fetch(dev, nat, nid, ino)?;
         let f = Footer::of(&b);
-        if f.nid != nid || f.ino != ino || e.ino != ino {
+        if f.nid != nid || f.ino != ino {
             return Err(CorruptKind::NodeFooter {
                 nid,
-                blkaddr: e.block_addr,
+                blkaddr,
                 what: "ino",
                 found: f.ino,
                 expected: ino,
@@ -133,33 +123,9 @@ impl Nodes {
         let block = match cached {
             Some(b) => b,
             None => {
-                let Some(e) = nat.lookup(dev, nid)? else {
-                    return Err(CorruptKind::NodeFooter {
-                        nid,
-                        blkaddr: 0,
-                        what: "NAT entry is free for a node in use; owner",
-                        found: 0,
-                        expected: expect.ino,
-                    }
-                    .into());
-                };
-                if e.ino != expect.ino {
-                    return Err(CorruptKind::NodeFooter {
-                        nid,
-                        blkaddr: e.block_addr,
-                        what: "NAT owner ino",
-                        found: e.ino,
-                        expected: expect.ino,
-                    }
-                    .into());
-                }
-                let b = Arc::new(read_block(
-                    dev,
-                    e.block_addr.into(),
-                    IoCause::Node,
-                    "node block",
-                )?);
-                check_footer(&b, nid, e.block_addr, expect)?;
+                let (b, blkaddr) = fetch(dev, nat, nid, expect.ino)?;
+                let b = Arc::new(b);
+                check_footer(&b, nid, blkaddr, expect)?;
                 if let Ok(mut c) = self.cache.lock() {
                     if c.len() >= NODE_CACHE_BLOCKS {
                         c.clear();
@@ -172,6 +138,35 @@ impl Nodes {
         check_footer(&block, nid, 0, expect)?;
         Ok(block)
     }
+}
+
+/// Reads node `nid` through the NAT, checking that it is in use and owned by `ino`; returns
+/// the block and its address.
+fn fetch(dev: &dyn BlockDevice, nat: &Nat, nid: u32, ino: u32) -> Result<(Block, u32)> {
+    let Some(e) = nat.lookup(dev, nid)? else {
+        return Err(CorruptKind::NodeFooter {
+            nid,
+            blkaddr: 0,
+            what: "NAT entry is free for a node in use; owner",
+            found: 0,
+            expected: ino,
+        }
+        .into());
+    };
+    if e.ino != ino {
+        return Err(CorruptKind::NodeFooter {
+            nid,
+            blkaddr: e.block_addr,
+            what: "NAT owner ino",
+            found: e.ino,
+            expected: ino,
+        }
+        .into());
+    }
+    Ok((
+        read_block(dev, e.block_addr.into(), IoCause::Node, "node block")?,
+        e.block_addr,
+    ))
 }
 
 fn check_footer(b: &Block, nid: u32, blkaddr: u32, expect: Expect) -> Result<()> {

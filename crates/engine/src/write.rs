@@ -372,37 +372,27 @@ impl Fs {
         atime: Option<(i64, u32)>,
         mtime: Option<(i64, u32)>,
     ) -> Result<()> {
-        self.changing(0, |_| self.set_attr_inner(ino, perm, owner, atime, mtime))
-    }
-
-    #[allow(clippy::type_complexity)]
-    fn set_attr_inner(
-        &self,
-        ino: u32,
-        perm: Option<u16>,
-        owner: Option<(u32, u32)>,
-        atime: Option<(i64, u32)>,
-        mtime: Option<(i64, u32)>,
-    ) -> Result<()> {
-        let mut e = self.edit(ino)?;
-        if let Some(p) = perm {
-            let mode = (e.inode.mode & 0o170000) | (p & 0o7777);
-            put(&mut e.block, 0, &mode.to_le_bytes());
-        }
-        if let Some((u, g)) = owner {
-            e.set_u32(4, u);
-            e.set_u32(8, g);
-        }
-        e.touch(false);
-        if let Some((s, ns)) = atime {
-            e.set_u64(32, s as u64);
-            e.set_u32(56, ns);
-        }
-        if let Some((s, ns)) = mtime {
-            e.set_u64(48, s as u64);
-            e.set_u32(64, ns);
-        }
-        self.commit(e)
+        self.changing(0, |_| {
+            let mut e = self.edit(ino)?;
+            if let Some(p) = perm {
+                let mode = (e.inode.mode & 0o170000) | (p & 0o7777);
+                put(&mut e.block, 0, &mode.to_le_bytes());
+            }
+            if let Some((u, g)) = owner {
+                e.set_u32(4, u);
+                e.set_u32(8, g);
+            }
+            e.touch(false);
+            if let Some((s, ns)) = atime {
+                e.set_u64(32, s as u64);
+                e.set_u32(56, ns);
+            }
+            if let Some((s, ns)) = mtime {
+                e.set_u64(48, s as u64);
+                e.set_u32(64, ns);
+            }
+            self.commit(e)
+        })
     }
 
     pub(crate) fn add_entry(
