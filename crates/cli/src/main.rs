@@ -3,6 +3,7 @@
 
 mod extract;
 mod mkfs;
+mod mount;
 mod show;
 mod write;
 
@@ -15,7 +16,7 @@ use std::process::ExitCode;
 #[command(
     name = "uf2fs",
     version,
-    about = "F2FS images without the kernel: inspect, list, read and extract"
+    about = "F2FS images without the kernel: mount, inspect, change, check and extract"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -44,6 +45,33 @@ enum Cmd {
         /// Overwrite an image or device that holds data.
         #[arg(long, short = 'f')]
         force: bool,
+    },
+    /// Mount an image or device on a directory (FUSE); returns once the mount is live.
+    Mount {
+        image: PathBuf,
+        mountpoint: PathBuf,
+        /// Comma-separated mount options: ro, allow_other, allow_root, default_permissions,
+        /// background_gc=on|off|sync, checkpoint_merge, nocheckpoint_merge, mode=adaptive|lfs,
+        /// fsync_mode=posix|strict|nobarrier, [no]inline_data, [no]inline_dentry,
+        /// inline_xattr, and the generic nodev, nosuid, noexec, noatime...
+        #[arg(short = 'o', action = clap::ArgAction::Append)]
+        options: Vec<String>,
+        /// Stay in the foreground (logs to stderr; Ctrl-C unmounts).
+        #[arg(short = 'f', long = "foreground")]
+        foreground: bool,
+        #[arg(long, hide = true)]
+        daemon_child: bool,
+    },
+    /// Unmount a uf2fs mount and wait for its final checkpoint.
+    Umount { mountpoint: PathBuf },
+    /// Write a checkpoint of a live mount now.
+    Sync { mountpoint: PathBuf },
+    /// Usage, segments, checkpoints, cleaning and writes of a mount (live) or an image.
+    Status {
+        /// A mount point (asks its daemon) or an image (reads its checkpoint).
+        target: PathBuf,
+        #[arg(long)]
+        json: bool,
     },
     /// Make a directory inside the image.
     Mkdir {
@@ -197,6 +225,22 @@ fn main() -> ExitCode {
             target,
             path,
         } => write::ln(&image, &target, &path, symbolic),
+        Cmd::Mount {
+            image,
+            mountpoint,
+            options,
+            foreground,
+            daemon_child,
+        } => mount::mount(mount::Args {
+            image: &image,
+            mountpoint: &mountpoint,
+            options: &options,
+            foreground,
+            daemon_child,
+        }),
+        Cmd::Umount { mountpoint } => mount::umount(&mountpoint),
+        Cmd::Sync { mountpoint } => mount::sync(&mountpoint),
+        Cmd::Status { target, json } => mount::status(&target, json),
         Cmd::Fsck { image, json } => show::fsck(&image, json),
         Cmd::Info { image, json } => show::info(&image, json),
         Cmd::Ls {

@@ -136,7 +136,8 @@ pub struct FileDevice {
 }
 
 impl FileDevice {
-    /// Opens `path` read-only or read-write. The size of a block device is found by seeking
+    /// Opens `path` read-only or read-write, taking a shared (read-only) or exclusive lock on
+    /// it, without waiting: a busy image is an error. The size of a block device is found by seeking
     /// to its end; a tail shorter than a block is not used.
     pub fn open(path: &Path, writable: bool) -> io::Result<FileDevice> {
         let mut file = OpenOptions::new().read(true).write(writable).open(path)?;
@@ -146,6 +147,26 @@ impl FileDevice {
                 io::ErrorKind::InvalidInput,
                 "is a directory",
             ));
+        }
+        // One writer or any number of readers: a second read-write open (a second mount of
+        // the same image) would corrupt it. The lock is advisory and goes with the file.
+        let locked = if writable {
+            file.try_lock()
+        } else {
+            file.try_lock_shared()
+        };
+        if let Err(e) = locked {
+            return Err(match e {
+                std::fs::TryLockError::WouldBlock => io::Error::new(
+                    io::ErrorKind::ResourceBusy,
+                    if writable {
+                        "the image is in use (mounted or opened by another uf2fs process)"
+                    } else {
+                        "the image is opened for writing by another uf2fs process (mounted?)"
+                    },
+                ),
+                std::fs::TryLockError::Error(e) => e,
+            });
         }
         let len = if meta.is_file() {
             meta.len()

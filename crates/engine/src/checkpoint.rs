@@ -54,6 +54,8 @@ pub(crate) struct WriteState {
     pub mounted_at: Instant,
     /// Checkpoints written since mount.
     pub checkpoints: u64,
+    /// Checkpoints asked for since mount (each sync, fsync or unmount, and the budget).
+    pub checkpoint_requests: u64,
     /// Set when a change failed half-way: the in-memory state may not be consistent, so no
     /// further change or checkpoint is made; the image stays at its last checkpoint.
     pub failed: Option<String>,

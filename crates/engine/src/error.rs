@@ -47,6 +47,9 @@ pub enum Error {
     /// No room for this request (ENOSPC), though the volume has space: not a failure.
     #[error("no space: {0}")]
     NoRoom(&'static str),
+    /// A seek for data or a hole at or past the end of the file (ENXIO).
+    #[error("no data or hole at or past the end of the file")]
+    PastEnd,
 }
 
 pub type Result<T> = std::result::Result<T, Error>;
@@ -89,6 +92,7 @@ impl Error {
             Error::NotPermitted(_) => 1,               // EPERM
             Error::FileTooBig => 27,                   // EFBIG
             Error::NoRoom(_) => 28,                    // ENOSPC
+            Error::PastEnd => 6,                       // ENXIO
         }
     }
 }

@@ -43,6 +43,26 @@ pub(crate) struct Vol {
     pub(crate) cur_summaries: Vec<Option<Vec<uf2fs_format::summary::RawSummary>>>,
     /// The writable state; `None` for a read-only mount.
     pub(crate) write: Option<Mutex<WriteState>>,
+    pub(crate) options: Options,
+}
+
+/// Choices a mount makes about how new files are laid out (the kernel's mount options of the
+/// same names). They change nothing already on disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct Options {
+    /// New regular files and symlinks keep small contents in the inode (`inline_data`).
+    pub inline_data: bool,
+    /// New directories keep their first entries in the inode (`inline_dentry`).
+    pub inline_dentry: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            inline_data: true,
+            inline_dentry: true,
+        }
+    }
 }
 
 /// A run of `len` file blocks from file block `fblk` stored at `addr..addr+len`.
@@ -211,6 +231,7 @@ impl Fs {
             sb: m.sb,
             cp: m.cp,
             write,
+            options: Options::default(),
             cur_summaries: m
                 .summaries
                 .iter()
@@ -294,6 +315,7 @@ impl Fs {
             held: std::collections::HashMap::new(),
             mounted_at: std::time::Instant::now(),
             checkpoints: 0,
+            checkpoint_requests: 0,
             failed: None,
         })
     }
@@ -317,6 +339,7 @@ impl Fs {
     /// Writes a checkpoint: everything changed so far becomes durable.
     pub fn sync(&self) -> Result<()> {
         let mut ws = self.ws()?;
+        ws.checkpoint_requests += 1;
         write_checkpoint(&self.vol, &mut ws, true)
     }
 
@@ -326,6 +349,20 @@ impl Fs {
             self.sync()?;
         }
         Ok(self.vol.dev.counters().snapshot())
+    }
+
+    /// Sets how new files are laid out from now on.
+    pub fn set_options(&mut self, options: Options) {
+        self.vol.options = options;
+    }
+
+    pub fn options(&self) -> Options {
+        self.vol.options
+    }
+
+    /// Whether changes are allowed (a writable mount that has not failed).
+    pub fn is_writable(&self) -> bool {
+        self.vol.write.is_some()
     }
 
     /// Checkpoints written since mount.
@@ -491,6 +528,46 @@ impl Fs {
         }
         let blocks = i.size.div_ceil(BLOCK_SIZE as u64);
         self.vol.extents(&i, 0, blocks, f)
+    }
+
+    /// `lseek` with SEEK_DATA (`hole == false`) or SEEK_HOLE: the first byte at or after
+    /// `offset` that is data (or a hole). Blocks fallocated but never written (NEW_ADDR) are
+    /// holes, as Linux reports them; the end of the file counts as a hole.
+    pub fn seek(&self, ino: u32, offset: u64, hole: bool) -> Result<u64> {
+        let i = self.data_inode(ino)?;
+        if offset >= i.size {
+            return Err(Error::PastEnd);
+        }
+        if i.has_inline_data() {
+            return Ok(if hole { i.size } else { offset });
+        }
+        let bs = BLOCK_SIZE as u64;
+        let blocks = i.size.div_ceil(bs);
+        // Runs come in file order; stop at the first that answers.
+        let mut pos = offset;
+        let mut found = None;
+        let mut visit = |e: Extent| -> Result<()> {
+            let (start, end) = (e.fblk * bs, (e.fblk + e.len) * bs);
+            if found.is_some() || end <= pos {
+                return Ok(());
+            }
+            if hole {
+                if start > pos {
+                    found = Some(pos);
+                } else {
+                    pos = end;
+                }
+            } else {
+                found = Some(start.max(pos));
+            }
+            Ok(())
+        };
+        self.vol.extents(&i, offset / bs, blocks, &mut visit)?;
+        match (found, hole) {
+            (Some(p), _) => Ok(p.min(i.size)),
+            (None, true) => Ok(pos.min(i.size)),
+            (None, false) => Err(Error::PastEnd),
+        }
     }
 
     /// Whether the data of `ino` is stored inline in its inode.

@@ -212,6 +212,7 @@ impl Fs {
     /// Forces a checkpoint when the dirty nodes pass the memory budget.
     fn maybe_checkpoint(&self, ws: &mut WriteState) -> Result<()> {
         if self.vol().nodes.dirty_count() > DIRTY_NODE_BUDGET {
+            ws.checkpoint_requests += 1;
             write_checkpoint(self.vol(), ws, true)?;
         }
         Ok(())
@@ -258,7 +259,10 @@ impl Fs {
             extra_words = 9;
         }
         match ft {
-            FileType::Regular | FileType::Symlink => inline |= inline_flags::INLINE_DATA,
+            FileType::Regular | FileType::Symlink if self.vol().options.inline_data => {
+                inline |= inline_flags::INLINE_DATA;
+            }
+            FileType::Regular | FileType::Symlink => {}
             FileType::Directory => {
                 inline |= inline_flags::INLINE_DENTRY;
                 put(&mut b, 72, &1u32.to_le_bytes());
@@ -331,6 +335,12 @@ impl Fs {
             ws.valid_inodes += 1;
             ws.valid_blocks += 1;
             self.commit(e)?;
+            if ft == FileType::Directory && !self.vol().options.inline_dentry {
+                // noinline_dentry: the new directory's '.' and '..' go to dentry block 0.
+                let mut d = self.edit(nid)?;
+                self.convert_inline_dir(ws, &mut d)?;
+                self.commit(d)?;
+            }
             self.add_entry(ws, parent, name, nid, ft)?;
             if ft == FileType::Directory {
                 self.adjust_links(parent, 1)?;

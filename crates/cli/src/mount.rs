@@ -1,0 +1,217 @@
+//! `uf2fs mount`, `umount`, `sync` and `status`.
+//!
+//! Without `-f`, `mount` starts itself again as the daemon (in a new session, stdin from
+//! /dev/null) and waits until the child says the mount is live, or relays why it failed; a
+//! fork of a running Rust program is not safe, a fresh process is. The daemon's later log lines
+//! go to a log file beside its control socket (`uf2fs status` shows where).
+
+use crate::{CliResult, Failure};
+use serde_json::Value;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use uf2fs_fuse::{request, MountOptions};
+
+pub struct Args<'a> {
+    pub image: &'a Path,
+    pub mountpoint: &'a Path,
+    pub options: &'a [String],
+    pub foreground: bool,
+    pub daemon_child: bool,
+}
+
+pub fn mount(a: Args<'_>) -> CliResult {
+    // Options are checked here too, so a typo fails before anything starts.
+    let opts = MountOptions::parse(a.options)?;
+    if a.daemon_child {
+        let _ = rustix::process::setsid();
+        return uf2fs_fuse::serve(a.image, a.mountpoint, opts, |st| detach(&st.log))
+            .map_err(Failure::Msg);
+    }
+    if a.foreground {
+        return uf2fs_fuse::serve(a.image, a.mountpoint, opts, |st| {
+            eprintln!(
+                "uf2fs: serving {} on {} ({}); Ctrl-C or fusermount3 -u unmounts",
+                st.image.display(),
+                st.mountpoint.display(),
+                if st.volume.writable {
+                    "read-write"
+                } else {
+                    "read-only"
+                }
+            );
+            Ok(())
+        })
+        .map_err(Failure::Msg);
+    }
+    let exe = std::env::current_exe().map_err(|e| format!("finding the uf2fs binary: {e}"))?;
+    let mut cmd = Command::new(exe);
+    cmd.arg("mount").arg(a.image).arg(a.mountpoint);
+    for o in a.options {
+        cmd.arg("-o").arg(o);
+    }
+    cmd.arg("--foreground").arg("--daemon-child");
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| format!("starting the daemon: {e}"))?;
+    let mut line = String::new();
+    if let Some(out) = child.stdout.take() {
+        let _ = BufReader::new(out).read_line(&mut line);
+    }
+    // The child's stderr reaches us until it is live (then it goes to the log file).
+    let mut said = String::new();
+    if let Some(mut err) = child.stderr.take() {
+        let _ = err.read_to_string(&mut said);
+    }
+    let _ = std::io::stderr().write_all(said.as_bytes());
+    if line.trim() == "ready" {
+        return Ok(());
+    }
+    let status = child
+        .wait()
+        .map_err(|e| format!("waiting for the daemon: {e}"))?;
+    if said.is_empty() {
+        return Err(Failure::Msg(format!(
+            "the daemon exited ({status}) before mounting"
+        )));
+    }
+    Err(Failure::Quiet)
+}
+
+/// In the daemon, once the mount is live: later messages go to the log file, the parent is
+/// told (one line on stdout), and stdout is let go.
+fn detach(log: &Path) -> std::io::Result<()> {
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log)?;
+    rustix::stdio::dup2_stderr(&f)?;
+    let mut out = std::io::stdout();
+    out.write_all(b"ready\n")?;
+    out.flush()?;
+    let null = std::fs::OpenOptions::new().write(true).open("/dev/null")?;
+    rustix::stdio::dup2_stdout(&null)?;
+    Ok(())
+}
+
+pub fn umount(mountpoint: &Path) -> CliResult {
+    request(mountpoint, "unmount").map_err(Failure::Msg)?;
+    Ok(())
+}
+
+pub fn sync(mountpoint: &Path) -> CliResult {
+    request(mountpoint, "sync").map_err(Failure::Msg)?;
+    Ok(())
+}
+
+pub fn status(target: &Path, json: bool) -> CliResult {
+    let v: Value = if target.is_dir() {
+        let answer = request(target, "status").map_err(Failure::Msg)?;
+        serde_json::from_str(&answer).map_err(|e| format!("the daemon's answer: {e}"))?
+    } else {
+        let fs = crate::open(target)?;
+        let mut v = serde_json::to_value(fs.status()?)?;
+        if let Value::Object(m) = &mut v {
+            m.insert("image".into(), Value::from(target.display().to_string()));
+        }
+        v
+    };
+    let mut out = std::io::stdout().lock();
+    if json {
+        writeln!(out, "{}", serde_json::to_string_pretty(&v)?)?;
+        return Ok(());
+    }
+    print_status(&mut out, &v)?;
+    Ok(())
+}
+
+fn print_status(out: &mut impl Write, v: &Value) -> std::io::Result<()> {
+    let n = |p: &str| v.pointer(p).and_then(Value::as_u64).unwrap_or(0);
+    let s = |p: &str| {
+        v.pointer(p)
+            .and_then(Value::as_str)
+            .unwrap_or("-")
+            .to_string()
+    };
+    let bs = n("/usage/block_size").max(1);
+    let mib = |blocks: u64| blocks * bs / (1 << 20);
+    writeln!(out, "image:        {}", s("/image"))?;
+    if v.get("mountpoint").is_some() {
+        writeln!(
+            out,
+            "mounted on:   {} (pid {})",
+            s("/mountpoint"),
+            n("/pid")
+        )?;
+        writeln!(out, "log:          {}", s("/log"))?;
+    }
+    let mode = if v.pointer("/writable").and_then(Value::as_bool) == Some(true) {
+        "read-write".to_string()
+    } else {
+        match v.pointer("/read_only_reason").and_then(Value::as_str) {
+            Some(r) => format!("read-only ({r})"),
+            None => "read-only".into(),
+        }
+    };
+    writeln!(out, "mode:         {mode}")?;
+    let (total, free) = (n("/usage/blocks"), n("/usage/blocks_free"));
+    writeln!(
+        out,
+        "usage:        {} MiB used of {} MiB ({} MiB free); {} inodes free",
+        mib(total.saturating_sub(free)),
+        mib(total),
+        mib(free),
+        n("/usage/files_free")
+    )?;
+    writeln!(
+        out,
+        "segments:     {} free, {} dirty (partly valid), {} full, {} prefree",
+        n("/segments/free_segments"),
+        n("/segments/dirty_segments"),
+        n("/segments/full_segments"),
+        n("/prefree_segments")
+    )?;
+    writeln!(
+        out,
+        "checkpoints:  {} written for {} requested since mount (mounted from version {}, {})",
+        n("/checkpoints/written"),
+        n("/checkpoints/requested"),
+        n("/mounted_checkpoint"),
+        if v.pointer("/mounted_clean").and_then(Value::as_bool) == Some(true) {
+            "clean"
+        } else {
+            "not cleanly unmounted"
+        }
+    )?;
+    if v.get("fsync_requests").is_some() {
+        writeln!(out, "fsync:        {} requests", n("/fsync_requests"))?;
+    }
+    writeln!(
+        out,
+        "gc:           {} runs, {} sections freed, {} blocks moved",
+        n("/gc/runs"),
+        n("/gc/sections_freed"),
+        n("/gc/blocks_moved")
+    )?;
+    let (mut total, mut causes) = (0, Vec::new());
+    if let Some(Value::Object(m)) = v.pointer("/io/written_blocks") {
+        for (cause, c) in m {
+            let c = c.as_u64().unwrap_or(0);
+            total += c;
+            causes.push(format!("{cause} {c}"));
+        }
+    }
+    writeln!(
+        out,
+        "written:      {total} blocks since mount ({})",
+        causes.join(", ")
+    )?;
+    match v.pointer("/io/write_amplification").and_then(Value::as_f64) {
+        Some(w) => writeln!(out, "write amp.:   {w:.3} device blocks per data block")?,
+        None => writeln!(out, "write amp.:   - (no file data written since mount)")?,
+    }
+    Ok(())
+}

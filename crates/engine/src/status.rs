@@ -1,0 +1,109 @@
+//! What `uf2fs status` reports: usage, segments, checkpoints, cleaning and the device writes
+//! by cause since mount, from the live state of a writable mount or from the mounted
+//! checkpoint of a read-only one.
+
+use crate::error::Result;
+use crate::fs::{Fs, Options, StatFs};
+use crate::sit::{usage, SegmentUsage};
+use std::collections::BTreeMap;
+use uf2fs_device::IoCause;
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Status {
+    pub writable: bool,
+    /// Version of the checkpoint the volume was mounted from.
+    pub mounted_checkpoint: u64,
+    /// Whether that checkpoint was written at a clean unmount.
+    pub mounted_clean: bool,
+    pub options: Options,
+    pub usage: StatFs,
+    pub segments: SegmentUsage,
+    /// Segments emptied since the last checkpoint; free after the next one.
+    pub prefree_segments: u32,
+    pub checkpoints: CheckpointStats,
+    pub gc: GcStats,
+    pub io: IoStats,
+}
+
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct CheckpointStats {
+    /// Requests for a checkpoint (sync, fsync, unmount, the dirty-node budget).
+    pub requested: u64,
+    /// Checkpoints written.
+    pub written: u64,
+}
+
+/// The cleaner's work. uf2fs has no cleaner yet: only segments that empty on their own come
+/// back, so these stay zero.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct GcStats {
+    pub runs: u64,
+    pub sections_freed: u64,
+    pub blocks_moved: u64,
+}
+
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct IoStats {
+    /// Blocks written to the device since mount, by cause.
+    pub written_blocks: BTreeMap<&'static str, u64>,
+    pub read_blocks: u64,
+    pub flushes: u64,
+    /// Device blocks written per block of user data written (none before any data).
+    pub write_amplification: Option<f64>,
+}
+
+impl Fs {
+    /// The volume's status now.
+    pub fn status(&self) -> Result<Status> {
+        let io = self.device_counters();
+        let written_blocks: BTreeMap<&'static str, u64> = IoCause::ALL
+            .iter()
+            .zip(io.written_blocks)
+            .map(|(c, n)| (c.name(), n))
+            .collect();
+        let data = written_blocks
+            .get(IoCause::UserData.name())
+            .copied()
+            .unwrap_or(0);
+        let io = IoStats {
+            written_blocks,
+            read_blocks: io.total_read(),
+            flushes: io.flushes,
+            write_amplification: (data > 0).then(|| io.total_written() as f64 / data as f64),
+        };
+        let live = match self.vol().write.as_ref() {
+            Some(w) => {
+                let ws = w.lock().map_err(|_| {
+                    crate::Error::InvalidArgument("internal lock poisoned by an earlier failure")
+                })?;
+                Some((
+                    usage(&ws.segs.entries),
+                    ws.segs.prefree.len() as u32,
+                    CheckpointStats {
+                        requested: ws.checkpoint_requests,
+                        written: ws.checkpoints,
+                    },
+                ))
+            }
+            None => None,
+        };
+        let (segments, prefree_segments, checkpoints) = match live {
+            Some(l) => l,
+            None => (self.segment_usage()?, 0, CheckpointStats::default()),
+        };
+        Ok(Status {
+            writable: self.is_writable(),
+            mounted_checkpoint: self.checkpoint().version(),
+            mounted_clean: self
+                .checkpoint()
+                .has_flag(uf2fs_format::checkpoint::flags::UMOUNT),
+            options: self.options(),
+            usage: self.statfs(),
+            segments,
+            prefree_segments,
+            checkpoints,
+            gc: GcStats::default(),
+            io,
+        })
+    }
+}

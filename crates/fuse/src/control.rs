@@ -1,0 +1,218 @@
+//! The control socket of a live mount, and its client.
+//!
+//! One line in, answers out: `status` (a JSON line), `sync` (a checkpoint), `unmount` (the
+//! answer comes when the daemon has written its final checkpoint and is about to exit, so a
+//! caller can run fsck right after). The socket lives in a per-user runtime directory under a
+//! name derived from the mount point's canonical path.
+
+use crate::MountStatus;
+use fuser::SessionUnmounter;
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use uf2fs_engine::Fs;
+
+pub struct ControlPaths {
+    pub socket: PathBuf,
+    pub log: PathBuf,
+}
+
+/// The runtime directory of this user: /run/uf2fs for root, else $XDG_RUNTIME_DIR/uf2fs or
+/// /tmp/uf2fs-UID, made private to the user.
+fn runtime_dir() -> Result<PathBuf, String> {
+    let uid = rustix::process::getuid();
+    let dir = if uid.is_root() {
+        PathBuf::from("/run/uf2fs")
+    } else if let Some(x) = std::env::var_os("XDG_RUNTIME_DIR").filter(|x| !x.is_empty()) {
+        PathBuf::from(x).join("uf2fs")
+    } else {
+        PathBuf::from(format!("/tmp/uf2fs-{}", uid.as_raw()))
+    };
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&dir)
+        .map_err(|e| format!("runtime directory {}: {e}", dir.display()))?;
+    Ok(dir)
+}
+
+/// The control socket and log file of the mount at `mountpoint` (a canonical path).
+pub fn control_paths(mountpoint: &Path) -> Result<ControlPaths, String> {
+    // FNV-1a of the path: short, stable, and the same in the daemon and the client.
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in mountpoint.as_os_str().as_bytes() {
+        h = (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3);
+    }
+    let dir = runtime_dir()?;
+    Ok(ControlPaths {
+        socket: dir.join(format!("{h:016x}.sock")),
+        log: dir.join(format!("{h:016x}.log")),
+    })
+}
+
+/// Binds the socket; one left by a daemon that died is replaced, a live one refuses.
+pub(crate) fn bind(socket: &Path, mountpoint: &Path) -> Result<UnixListener, String> {
+    if socket.exists() {
+        if UnixStream::connect(socket).is_ok() {
+            return Err(format!(
+                "{} is already served by a uf2fs daemon",
+                mountpoint.display()
+            ));
+        }
+        let _ = std::fs::remove_file(socket);
+    }
+    let l = UnixListener::bind(socket)
+        .map_err(|e| format!("control socket {}: {e}", socket.display()))?;
+    let _ = std::fs::set_permissions(socket, std::fs::Permissions::from_mode(0o600));
+    Ok(l)
+}
+
+/// Callers of `unmount`, answered when the daemon is done.
+#[derive(Clone, Default)]
+pub(crate) struct Waiters(Arc<Mutex<Vec<UnixStream>>>);
+
+impl Waiters {
+    fn add(&self, s: UnixStream) {
+        if let Ok(mut v) = self.0.lock() {
+            v.push(s);
+        }
+    }
+
+    pub(crate) fn finish(&self, outcome: &Result<(), String>) {
+        let line = match outcome {
+            Ok(()) => "done\n".to_string(),
+            Err(e) => format!("error: {e}\n"),
+        };
+        if let Ok(mut v) = self.0.lock() {
+            for mut s in v.drain(..) {
+                let _ = s.write_all(line.as_bytes());
+            }
+        }
+    }
+}
+
+type StatusFn = dyn Fn() -> Result<MountStatus, String> + Send + Sync;
+
+pub(crate) fn spawn(
+    listener: UnixListener,
+    fs: Arc<Fs>,
+    status: Arc<StatusFn>,
+    unmounter: Arc<Mutex<SessionUnmounter>>,
+    waiters: Waiters,
+) {
+    let _ = std::thread::Builder::new()
+        .name("uf2fs-control".into())
+        .spawn(move || {
+            for conn in listener.incoming().flatten() {
+                let (fs, status, unmounter, waiters) = (
+                    fs.clone(),
+                    status.clone(),
+                    unmounter.clone(),
+                    waiters.clone(),
+                );
+                // One thread per caller: a slow status (a big SIT) holds up no one else.
+                let _ = std::thread::Builder::new()
+                    .name("uf2fs-control-conn".into())
+                    .spawn(move || answer(conn, &fs, &*status, &unmounter, &waiters));
+            }
+        });
+}
+
+fn answer(
+    conn: UnixStream,
+    fs: &Fs,
+    status: &StatusFn,
+    unmounter: &Mutex<SessionUnmounter>,
+    waiters: &Waiters,
+) {
+    let mut line = String::new();
+    let Ok(mut w) = conn.try_clone() else { return };
+    if BufReader::new(&conn).read_line(&mut line).is_err() {
+        return;
+    }
+    let reply = match line.trim() {
+        "status" => {
+            match status().and_then(|s| serde_json::to_string(&s).map_err(|e| e.to_string())) {
+                Ok(j) => j,
+                Err(e) => format!("error: {e}"),
+            }
+        }
+        "sync" => match fs.sync() {
+            Ok(()) => "ok".into(),
+            Err(e) => format!("error: {e}"),
+        },
+        "unmount" => {
+            waiters.add(conn);
+            if let Err(e) = unmount(unmounter) {
+                let _ = writeln!(w, "error: {e}");
+            }
+            return;
+        }
+        other => format!("error: unknown request '{other}'"),
+    };
+    let _ = writeln!(w, "{reply}");
+}
+
+fn unmount(unmounter: &Mutex<SessionUnmounter>) -> Result<(), String> {
+    let mut u = unmounter
+        .lock()
+        .map_err(|_| "unmount lock poisoned".to_string())?;
+    u.unmount().map_err(|e| format!("unmount: {e}"))
+}
+
+/// SIGTERM and SIGINT unmount (and so end the session with a final checkpoint); SIGHUP is
+/// ignored, as a daemon has no terminal.
+pub(crate) fn on_signals(unmounter: Arc<Mutex<SessionUnmounter>>) -> Result<(), String> {
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+    let mut signals = signal_hook::iterator::Signals::new([SIGTERM, SIGINT, SIGHUP])
+        .map_err(|e| format!("signal handlers: {e}"))?;
+    std::thread::Builder::new()
+        .name("uf2fs-signals".into())
+        .spawn(move || {
+            for sig in signals.forever() {
+                if sig == SIGHUP {
+                    continue;
+                }
+                tracing::info!("signal {sig}: unmounting");
+                if let Err(e) = unmount(&unmounter) {
+                    tracing::error!("{e}");
+                }
+            }
+        })
+        .map_err(|e| format!("signal thread: {e}"))?;
+    Ok(())
+}
+
+/// Sends `cmd` to the daemon serving `mountpoint`; returns its answer (for `unmount`, after
+/// the daemon has finished).
+pub fn request(mountpoint: &Path, cmd: &str) -> Result<String, String> {
+    let mp =
+        std::fs::canonicalize(mountpoint).map_err(|e| format!("{}: {e}", mountpoint.display()))?;
+    let paths = control_paths(&mp)?;
+    let mut s = UnixStream::connect(&paths.socket).map_err(|e| {
+        format!(
+            "no uf2fs daemon answers for {} ({}: {e})",
+            mp.display(),
+            paths.socket.display()
+        )
+    })?;
+    writeln!(s, "{cmd}").map_err(|e| format!("control socket: {e}"))?;
+    let mut out = String::new();
+    BufReader::new(s)
+        .read_line(&mut out)
+        .map_err(|e| format!("control socket: {e}"))?;
+    let out = out.trim_end().to_string();
+    if out.is_empty() {
+        return Err(format!(
+            "the daemon for {} closed without answering",
+            mp.display()
+        ));
+    }
+    match out.strip_prefix("error: ") {
+        Some(e) => Err(e.to_string()),
+        None => Ok(out),
+    }
+}

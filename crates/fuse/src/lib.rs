@@ -1,0 +1,188 @@
+//! `uf2fs mount`: an F2FS image or device served as a directory through FUSE.
+//!
+//! [`serve`] opens the volume, mounts it with the kernel's FUSE driver (through
+//! `fusermount3`), answers requests on several threads, and at the end (`fusermount3 -u`,
+//! `umount`, SIGTERM, SIGINT, or `uf2fs umount`) writes the final checkpoint. While mounted, a
+//! control socket answers `uf2fs status`, `uf2fs sync` and `uf2fs umount`; its path is derived
+//! from the mount point, so the client finds it from the mount point alone.
+
+mod control;
+mod ops;
+pub mod options;
+
+pub use control::{control_paths, request};
+pub use options::MountOptions;
+
+use fuser::{Config, MountOption, Session, SessionACL};
+use options::Access;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use uf2fs_engine::{Error, Fs};
+
+/// Request-handling threads. Reads run in parallel; changes take the engine's write lock.
+const THREADS: usize = 4;
+
+/// What the daemon says about itself in `uf2fs status`.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct MountStatus {
+    pub image: PathBuf,
+    pub mountpoint: PathBuf,
+    pub pid: u32,
+    pub mount_options: MountOptions,
+    /// Why the volume is read-only, when it is.
+    pub read_only_reason: Option<String>,
+    pub fsync_requests: u64,
+    pub log: PathBuf,
+    #[serde(flatten)]
+    pub volume: uf2fs_engine::Status,
+}
+
+/// Opens the volume as the options ask. A volume that cannot be written (a feature we do not
+/// write yet, a checkpoint that asks for fsck) is opened read-only, with the reason.
+pub fn open_volume(image: &Path, opts: &MountOptions) -> Result<(Fs, Option<String>), String> {
+    let shown = image.display();
+    if opts.read_only {
+        let fs = Fs::open(image).map_err(|e| format!("{shown}: {e}"))?;
+        return Ok((fs, Some("mounted with -o ro".into())));
+    }
+    match Fs::open_rw(image) {
+        Ok(fs) => Ok((fs, None)),
+        Err(Error::ReadOnly(why)) => {
+            let fs = Fs::open(image).map_err(|e| format!("{shown}: {e}"))?;
+            Ok((fs, Some(why)))
+        }
+        Err(e) => Err(format!("{shown}: {e}")),
+    }
+}
+
+/// Mounts `image` on `mountpoint` and serves it until unmounted. `ready` runs once the mount
+/// is live (the daemon's parent is told then). Returns after the final checkpoint.
+pub fn serve(
+    image: &Path,
+    mountpoint: &Path,
+    opts: MountOptions,
+    ready: impl FnOnce(&MountStatus) -> std::io::Result<()>,
+) -> Result<(), String> {
+    // Resolved before mounting: afterwards the path leads into the mount itself.
+    let mountpoint = std::fs::canonicalize(mountpoint)
+        .map_err(|e| format!("mount point {}: {e}", mountpoint.display()))?;
+    if !mountpoint.is_dir() {
+        return Err(format!(
+            "mount point {} is not a directory",
+            mountpoint.display()
+        ));
+    }
+    let image = std::fs::canonicalize(image).map_err(|e| format!("{}: {e}", image.display()))?;
+    let (mut fs, read_only_reason) = open_volume(&image, &opts)?;
+    if let Some(why) = &read_only_reason {
+        if !opts.read_only {
+            tracing::warn!("mounting {} read-only: {why}", image.display());
+            eprintln!("uf2fs: mounting {} read-only: {why}", image.display());
+        }
+    }
+    let read_only = read_only_reason.is_some();
+    fs.set_options(uf2fs_engine::Options {
+        inline_data: opts.inline_data,
+        inline_dentry: opts.inline_dentry,
+    });
+    let fs = Arc::new(fs);
+    let paths = control_paths(&mountpoint)?;
+    let listener = control::bind(&paths.socket, &mountpoint)?;
+
+    let mut mount_options = vec![
+        MountOption::FSName(image.display().to_string()),
+        MountOption::Subtype("uf2fs".into()),
+        MountOption::DefaultPermissions,
+    ];
+    mount_options.push(if read_only {
+        MountOption::RO
+    } else {
+        MountOption::RW
+    });
+    for f in &opts.flags {
+        mount_options.push(match f.as_str() {
+            "dev" => MountOption::Dev,
+            "nodev" => MountOption::NoDev,
+            "suid" => MountOption::Suid,
+            "nosuid" => MountOption::NoSuid,
+            "exec" => MountOption::Exec,
+            "noexec" => MountOption::NoExec,
+            "atime" => MountOption::Atime,
+            "noatime" => MountOption::NoAtime,
+            "sync" => MountOption::Sync,
+            "async" => MountOption::Async,
+            "dirsync" => MountOption::DirSync,
+            other => MountOption::CUSTOM(other.to_string()),
+        });
+    }
+    let mut config = Config::default();
+    config.mount_options = mount_options;
+    config.acl = match opts.access {
+        Access::Owner => SessionACL::Owner,
+        Access::OwnerAndRoot => SessionACL::RootAndOwner,
+        Access::All => SessionACL::All,
+    };
+    config.n_threads = Some(THREADS);
+    config.clone_fd = true;
+
+    let volume = ops::Volume::new(fs.clone(), opts.clone());
+    let counters = volume.counters();
+    let mut session = Session::new(volume, &mountpoint, &config).map_err(|e| {
+        let _ = std::fs::remove_file(&paths.socket);
+        format!("mounting on {}: {e}", mountpoint.display())
+    })?;
+    let unmounter = Arc::new(Mutex::new(session.unmount_callable()));
+
+    let status = {
+        let fs = fs.clone();
+        let (image, mountpoint, opts, log) = (
+            image.clone(),
+            mountpoint.clone(),
+            opts.clone(),
+            paths.log.clone(),
+        );
+        let reason = read_only_reason.clone();
+        move || -> Result<MountStatus, String> {
+            Ok(MountStatus {
+                image: image.clone(),
+                mountpoint: mountpoint.clone(),
+                pid: std::process::id(),
+                mount_options: opts.clone(),
+                read_only_reason: reason.clone(),
+                fsync_requests: counters.load(std::sync::atomic::Ordering::Relaxed),
+                log: log.clone(),
+                volume: fs.status().map_err(|e| e.to_string())?,
+            })
+        }
+    };
+    let first = status()?;
+    let waiters = control::Waiters::default();
+    control::spawn(
+        listener,
+        fs.clone(),
+        Arc::new(status),
+        unmounter.clone(),
+        waiters.clone(),
+    );
+    control::on_signals(unmounter)?;
+    ready(&first).map_err(|e| format!("telling the parent the mount is ready: {e}"))?;
+
+    let served = session.run();
+    // The kernel has let go of the mount: make everything durable.
+    let mut outcome = served.map_err(|e| format!("serving {}: {e}", mountpoint.display()));
+    if fs.is_writable() {
+        if let Err(e) = fs.sync() {
+            outcome = Err(format!("final checkpoint of {}: {e}", image.display()));
+        }
+    }
+    match &outcome {
+        Ok(()) => tracing::info!(
+            "{} unmounted, final checkpoint written",
+            mountpoint.display()
+        ),
+        Err(e) => tracing::error!("{e}"),
+    }
+    let _ = std::fs::remove_file(&paths.socket);
+    waiters.finish(&outcome);
+    outcome
+}

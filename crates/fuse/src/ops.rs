@@ -1,0 +1,795 @@
+//! The FUSE operations, each a thin translation to the engine's [`Fs`] API.
+//!
+//! Node ids are F2FS nids, except that FUSE's root id (1) stands for the volume's root inode
+//! (nid 3 on every image mkfs writes); `stat` shows the real nid. Several kernel requests are
+//! served at once: reads share the engine without locks, and changes serialise on the engine's
+//! write lock (docs/design.md, "The mount").
+
+use fuser::{
+    AccessFlags, CopyFileRangeFlags, Errno, FileAttr, FileHandle, FileType as FuseType, Filesystem,
+    FopenFlags, Generation, INodeNo, KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr,
+    ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyLseek, ReplyOpen,
+    ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
+};
+use std::collections::HashMap;
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use uf2fs_engine::{Attr, DirEntry, Error, FileType, Fs, NewInode, Time};
+
+use crate::options::MountOptions;
+
+/// How long the kernel may trust an answer. Only this daemon changes the volume (the image is
+/// locked), and every change goes through it, so the kernel's copy stays right.
+const TTL: Duration = Duration::from_secs(1);
+
+/// Largest write the kernel may send in one request, and its readahead.
+const MAX_IO: u32 = 1 << 20;
+
+/// Open file handles: bit 0 says the open holds the inode (kept alive if unlinked).
+const HELD: u64 = 1;
+
+/// A directory's entries as readdir hands them out: name, nid, type.
+type Listing = Arc<Vec<(Vec<u8>, u32, FuseType)>>;
+
+/// Directory listings taken at opendir (and again at a rewind), by handle.
+type Listings = Mutex<HashMap<u64, Listing>>;
+
+pub struct Volume {
+    pub fs: Arc<Fs>,
+    pub opts: MountOptions,
+    listings: Listings,
+    next_handle: AtomicU64,
+    /// fsync and fsyncdir requests served.
+    fsyncs: Arc<AtomicU64>,
+}
+
+impl Volume {
+    pub fn new(fs: Arc<Fs>, opts: MountOptions) -> Volume {
+        Volume {
+            fs,
+            opts,
+            listings: Mutex::new(HashMap::new()),
+            next_handle: AtomicU64::new(2),
+            fsyncs: Arc::new(AtomicU64::new(0)),
+        }
+    }
+
+    /// The count of fsync requests, readable while the session runs.
+    pub fn counters(&self) -> Arc<AtomicU64> {
+        self.fsyncs.clone()
+    }
+
+    fn nid(&self, ino: INodeNo) -> u32 {
+        if ino.0 == 1 {
+            self.fs.root_ino()
+        } else {
+            u32::try_from(ino.0).unwrap_or(u32::MAX)
+        }
+    }
+
+    fn attr(&self, nid: u32) -> Result<FileAttr, Errno> {
+        self.fs
+            .getattr(nid)
+            .map(|a| to_fuse_attr(&a))
+            .map_err(errno)
+    }
+
+    fn entry(&self, nid: u32, reply: ReplyEntry) {
+        match self.fs.getattr(nid) {
+            Ok(a) => reply.entry(&TTL, &to_fuse_attr(&a), Generation(a.generation.into())),
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    /// Owner and group of a new inode in `parent`: a set-group-ID directory passes on its
+    /// group (and, to new directories, the bit itself), as Linux does.
+    fn new_inode(
+        &self,
+        req: &Request,
+        parent: u32,
+        mode: u32,
+        umask: u32,
+        rdev: u32,
+    ) -> Result<NewInode, Errno> {
+        let p = self.fs.getattr(parent).map_err(errno)?;
+        let mut mode = mode & !(umask & 0o777);
+        let mut gid = req.gid();
+        if p.perm & 0o2000 != 0 {
+            gid = p.gid;
+            if mode & 0o170000 == 0o040000 {
+                mode |= 0o2000;
+            }
+        }
+        Ok(NewInode {
+            mode: u16::try_from(mode & 0o177777).map_err(|_| Errno::EINVAL)?,
+            uid: req.uid(),
+            gid,
+            rdev: (
+                (rdev >> 8) & 0xfff,
+                (rdev & 0xff) | ((rdev >> 12) & 0xfff00),
+            ),
+        })
+    }
+
+    fn create_named(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        a: Result<NewInode, Errno>,
+    ) -> Result<u32, Errno> {
+        let a = a?;
+        self.fs
+            .create_node(self.nid(parent), name.as_bytes(), a)
+            .map_err(errno)
+            .inspect(|_| tracing::trace!(uid = req.uid(), "created"))
+    }
+
+    fn listing(&self, nid: u32) -> Result<Listing, Errno> {
+        let entries = self.fs.readdir(nid).map_err(errno)?;
+        let parent = self.fs.lookup(nid, b"..").unwrap_or(nid);
+        let mut out = Vec::with_capacity(entries.len() + 2);
+        out.push((b".".to_vec(), nid, FuseType::Directory));
+        out.push((b"..".to_vec(), parent, FuseType::Directory));
+        for DirEntry {
+            name,
+            ino,
+            file_type,
+        } in entries
+        {
+            let t = match file_type {
+                Some(t) => t,
+                None => self
+                    .fs
+                    .getattr(ino)
+                    .map(|a| a.file_type)
+                    .unwrap_or(FileType::Regular),
+            };
+            out.push((name, ino, fuse_type(t)));
+        }
+        Ok(Arc::new(out))
+    }
+
+    fn durable(&self) -> Result<(), Errno> {
+        self.fsyncs.fetch_add(1, Ordering::Relaxed);
+        if !self.fs.is_writable() || self.opts.read_only {
+            return Ok(());
+        }
+        // Every fsync is served by a checkpoint until roll-forward recovery lands: durable
+        // in every fsync_mode (nobarrier's licence to skip the cache flush is not taken).
+        self.fs.sync().map_err(errno)
+    }
+}
+
+/// The errno for an engine error; failures of the image itself are logged with what failed.
+pub fn errno(e: Error) -> Errno {
+    if matches!(e, Error::Io { .. } | Error::Corrupt(_)) {
+        tracing::error!("{e}");
+    }
+    Errno::from_i32(e.errno())
+}
+
+fn to_time(t: Time) -> SystemTime {
+    let d = Duration::new(t.sec.unsigned_abs(), t.nsec.min(999_999_999));
+    if t.sec >= 0 {
+        UNIX_EPOCH + d
+    } else {
+        UNIX_EPOCH.checked_sub(d).unwrap_or(UNIX_EPOCH)
+    }
+}
+
+fn from_time(t: TimeOrNow) -> (i64, u32) {
+    let t = match t {
+        TimeOrNow::SpecificTime(t) => t,
+        TimeOrNow::Now => SystemTime::now(),
+    };
+    match t.duration_since(UNIX_EPOCH) {
+        Ok(d) => (d.as_secs() as i64, d.subsec_nanos()),
+        Err(e) => {
+            let d = e.duration();
+            if d.subsec_nanos() == 0 {
+                (-(d.as_secs() as i64), 0)
+            } else {
+                (-(d.as_secs() as i64) - 1, 1_000_000_000 - d.subsec_nanos())
+            }
+        }
+    }
+}
+
+fn fuse_type(t: FileType) -> FuseType {
+    match t {
+        FileType::Regular => FuseType::RegularFile,
+        FileType::Directory => FuseType::Directory,
+        FileType::Symlink => FuseType::Symlink,
+        FileType::CharDevice => FuseType::CharDevice,
+        FileType::BlockDevice => FuseType::BlockDevice,
+        FileType::Fifo => FuseType::NamedPipe,
+        FileType::Socket => FuseType::Socket,
+    }
+}
+
+fn to_fuse_attr(a: &Attr) -> FileAttr {
+    let (major, minor) = a.rdev;
+    FileAttr {
+        ino: INodeNo(a.ino.into()),
+        size: a.size,
+        blocks: a.blocks_512,
+        atime: to_time(a.atime),
+        mtime: to_time(a.mtime),
+        ctime: to_time(a.ctime),
+        crtime: a.crtime.map(to_time).unwrap_or(UNIX_EPOCH),
+        kind: fuse_type(a.file_type),
+        perm: a.perm,
+        nlink: a.nlink,
+        uid: a.uid,
+        gid: a.gid,
+        rdev: (minor & 0xff) | (major << 8) | ((minor & !0xff) << 12),
+        blksize: 4096,
+        flags: 0,
+    }
+}
+
+impl Filesystem for Volume {
+    fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
+        // Both are upper bounds the kernel may lower; what it grants is what it uses.
+        let _ = config.set_max_write(MAX_IO);
+        let _ = config.set_max_readahead(MAX_IO);
+        Ok(())
+    }
+
+    fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        match self.fs.lookup(self.nid(parent), name.as_bytes()) {
+            Ok(nid) => self.entry(nid, reply),
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
+        match self.attr(self.nid(ino)) {
+            Ok(a) => reply.attr(&TTL, &a),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn setattr(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        mode: Option<u32>,
+        uid: Option<u32>,
+        gid: Option<u32>,
+        size: Option<u64>,
+        atime: Option<TimeOrNow>,
+        mtime: Option<TimeOrNow>,
+        _ctime: Option<SystemTime>,
+        _fh: Option<FileHandle>,
+        _crtime: Option<SystemTime>,
+        _chgtime: Option<SystemTime>,
+        _bkuptime: Option<SystemTime>,
+        _flags: Option<fuser::BsdFileFlags>,
+        reply: ReplyAttr,
+    ) {
+        let nid = self.nid(ino);
+        let run = || -> Result<FileAttr, Errno> {
+            if let Some(size) = size {
+                self.fs.truncate(nid, size).map_err(errno)?;
+            }
+            let owner = match (uid, gid) {
+                (None, None) => None,
+                (u, g) => {
+                    let cur = self.fs.getattr(nid).map_err(errno)?;
+                    Some((u.unwrap_or(cur.uid), g.unwrap_or(cur.gid)))
+                }
+            };
+            let perm = mode.map(|m| (m & 0o7777) as u16);
+            if perm.is_some() || owner.is_some() || atime.is_some() || mtime.is_some() {
+                self.fs
+                    .set_attr(nid, perm, owner, atime.map(from_time), mtime.map(from_time))
+                    .map_err(errno)?;
+            }
+            self.attr(nid)
+        };
+        match run() {
+            Ok(a) => reply.attr(&TTL, &a),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
+        match self.fs.readlink(self.nid(ino)) {
+            Ok(t) => reply.data(&t),
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    fn mknod(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        rdev: u32,
+        reply: ReplyEntry,
+    ) {
+        let a = self.new_inode(req, self.nid(parent), mode, umask, rdev);
+        match self.create_named(req, parent, name, a) {
+            Ok(nid) => self.entry(nid, reply),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn mkdir(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        reply: ReplyEntry,
+    ) {
+        let a = self.new_inode(req, self.nid(parent), (mode & 0o7777) | 0o040000, umask, 0);
+        match self.create_named(req, parent, name, a) {
+            Ok(nid) => self.entry(nid, reply),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        match self.fs.unlink(self.nid(parent), name.as_bytes()) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        match self.fs.rmdir(self.nid(parent), name.as_bytes()) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    fn symlink(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        link_name: &OsStr,
+        target: &Path,
+        reply: ReplyEntry,
+    ) {
+        let target = target.as_os_str().as_bytes();
+        if target.is_empty() {
+            return reply.error(Errno::ENOENT);
+        }
+        if target.len() >= 4096 {
+            return reply.error(Errno::ENAMETOOLONG);
+        }
+        let a = self.new_inode(req, self.nid(parent), 0o120777, 0, 0);
+        let made = self
+            .create_named(req, parent, link_name, a)
+            .and_then(|nid| {
+                match self.fs.write(nid, 0, target) {
+                    Ok(_) => Ok(nid),
+                    Err(e) => {
+                        // Do not leave an empty link behind.
+                        let _ = self.fs.unlink(self.nid(parent), link_name.as_bytes());
+                        Err(errno(e))
+                    }
+                }
+            });
+        match made {
+            Ok(nid) => self.entry(nid, reply),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn rename(
+        &self,
+        _req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        newparent: INodeNo,
+        newname: &OsStr,
+        flags: RenameFlags,
+        reply: ReplyEmpty,
+    ) {
+        let r = self.fs.rename(
+            self.nid(parent),
+            name.as_bytes(),
+            self.nid(newparent),
+            newname.as_bytes(),
+            flags.bits(),
+        );
+        match r {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    fn link(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        newparent: INodeNo,
+        newname: &OsStr,
+        reply: ReplyEntry,
+    ) {
+        let nid = self.nid(ino);
+        match self.fs.link(nid, self.nid(newparent), newname.as_bytes()) {
+            Ok(()) => self.entry(nid, reply),
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    fn open(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        let nid = self.nid(ino);
+        if let Err(e) = self.fs.getattr(nid) {
+            return reply.error(errno(e));
+        }
+        // Hold the inode so that an unlink while open keeps it (an orphan) until release.
+        let held = self.fs.is_writable() && self.fs.hold(nid).is_ok();
+        reply.opened(FileHandle(if held { HELD } else { 0 }), FopenFlags::empty());
+    }
+
+    fn read(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        size: u32,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyData,
+    ) {
+        let mut buf = vec![0u8; size.min(MAX_IO * 16) as usize];
+        match self.fs.read(self.nid(ino), offset, &mut buf) {
+            Ok(n) => reply.data(buf.get(..n).unwrap_or(&[])),
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    fn write(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        data: &[u8],
+        _write_flags: WriteFlags,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyWrite,
+    ) {
+        match self.fs.write(self.nid(ino), offset, data) {
+            Ok(n) => reply.written(n as u32),
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    fn flush(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _lock_owner: LockOwner,
+        reply: ReplyEmpty,
+    ) {
+        // Writes reach the engine as they come (no cache in the daemon): nothing to flush.
+        reply.ok();
+    }
+
+    fn release(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        _flush: bool,
+        reply: ReplyEmpty,
+    ) {
+        if fh.0 & HELD != 0 {
+            if let Err(e) = self.fs.release(self.nid(ino)) {
+                return reply.error(errno(e));
+            }
+        }
+        reply.ok();
+    }
+
+    fn fsync(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _datasync: bool,
+        reply: ReplyEmpty,
+    ) {
+        match self.durable() {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        match self.listing(self.nid(ino)) {
+            Ok(l) => {
+                let h = self.next_handle.fetch_add(1, Ordering::Relaxed);
+                if let Ok(mut m) = self.listings.lock() {
+                    m.insert(h, l);
+                }
+                reply.opened(FileHandle(h), FopenFlags::empty());
+            }
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn readdir(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectory,
+    ) {
+        let nid = self.nid(ino);
+        let cached = self
+            .listings
+            .lock()
+            .ok()
+            .and_then(|m| m.get(&fh.0).cloned());
+        // A read from the start (a rewind) sees the directory as it is now.
+        let listing = match cached {
+            Some(l) if offset != 0 => l,
+            _ => match self.listing(nid) {
+                Ok(l) => {
+                    if let Ok(mut m) = self.listings.lock() {
+                        m.insert(fh.0, l.clone());
+                    }
+                    l
+                }
+                Err(e) => return reply.error(e),
+            },
+        };
+        for (i, (name, ino, t)) in listing.iter().enumerate().skip(offset as usize) {
+            if reply.add(
+                INodeNo((*ino).into()),
+                i as u64 + 1,
+                *t,
+                OsStr::from_bytes(name),
+            ) {
+                break;
+            }
+        }
+        reply.ok();
+    }
+
+    fn releasedir(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        reply: ReplyEmpty,
+    ) {
+        if let Ok(mut m) = self.listings.lock() {
+            m.remove(&fh.0);
+        }
+        reply.ok();
+    }
+
+    fn fsyncdir(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _datasync: bool,
+        reply: ReplyEmpty,
+    ) {
+        match self.durable() {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
+        let s = self.fs.statfs();
+        reply.statfs(
+            s.blocks,
+            s.blocks_free,
+            s.blocks_avail,
+            s.files,
+            s.files_free,
+            s.block_size,
+            s.name_max,
+            s.block_size,
+        );
+    }
+
+    fn setxattr(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        name: &OsStr,
+        value: &[u8],
+        flags: i32,
+        position: u32,
+        reply: ReplyEmpty,
+    ) {
+        if position != 0 {
+            return reply.error(Errno::EINVAL);
+        }
+        match self
+            .fs
+            .setxattr(self.nid(ino), name.as_bytes(), value, flags as u32)
+        {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+        match self.fs.getxattr(self.nid(ino), name.as_bytes()) {
+            Ok(v) => sized(reply, size, &v),
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
+        match self.fs.listxattr(self.nid(ino)) {
+            Ok(names) => {
+                let mut all = Vec::new();
+                for n in names {
+                    all.extend_from_slice(&n);
+                    all.push(0);
+                }
+                sized(reply, size, &all);
+            }
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    fn removexattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        match self.fs.removexattr(self.nid(ino), name.as_bytes()) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    fn access(&self, _req: &Request, ino: INodeNo, _mask: AccessFlags, reply: ReplyEmpty) {
+        // The kernel checks the mode bits itself (default_permissions); only existence is ours.
+        match self.fs.getattr(self.nid(ino)) {
+            Ok(_) => reply.ok(),
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    fn create(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        _flags: i32,
+        reply: ReplyCreate,
+    ) {
+        let a = self.new_inode(req, self.nid(parent), mode, umask, 0);
+        let made = self.create_named(req, parent, name, a).and_then(|nid| {
+            let a = self.fs.getattr(nid).map_err(errno)?;
+            Ok((nid, a))
+        });
+        match made {
+            Ok((nid, a)) => {
+                let held = self.fs.hold(nid).is_ok();
+                reply.created(
+                    &TTL,
+                    &to_fuse_attr(&a),
+                    Generation(a.generation.into()),
+                    FileHandle(if held { HELD } else { 0 }),
+                    FopenFlags::empty(),
+                );
+            }
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn fallocate(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        length: u64,
+        mode: i32,
+        reply: ReplyEmpty,
+    ) {
+        match self
+            .fs
+            .fallocate(self.nid(ino), mode as u32, offset, length)
+        {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    fn lseek(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: i64,
+        whence: i32,
+        reply: ReplyLseek,
+    ) {
+        const SEEK_DATA: i32 = 3;
+        const SEEK_HOLE: i32 = 4;
+        let Ok(off) = u64::try_from(offset) else {
+            return reply.error(Errno::ENXIO);
+        };
+        let hole = match whence {
+            SEEK_DATA => false,
+            SEEK_HOLE => true,
+            _ => return reply.error(Errno::EINVAL),
+        };
+        match self.fs.seek(self.nid(ino), off, hole) {
+            Ok(p) => reply.offset(p as i64),
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    fn copy_file_range(
+        &self,
+        _req: &Request,
+        ino_in: INodeNo,
+        _fh_in: FileHandle,
+        offset_in: u64,
+        ino_out: INodeNo,
+        _fh_out: FileHandle,
+        offset_out: u64,
+        len: u64,
+        _flags: CopyFileRangeFlags,
+        reply: ReplyWrite,
+    ) {
+        // Copied here in 1 MiB steps: the data does not travel through the kernel twice.
+        let (src, dst) = (self.nid(ino_in), self.nid(ino_out));
+        let total = len.min(u64::from(u32::MAX) & !0xfff);
+        let mut buf = vec![0u8; MAX_IO as usize];
+        let mut done = 0u64;
+        while done < total {
+            let want = (total - done).min(MAX_IO.into()) as usize;
+            let chunk = buf.get_mut(..want).unwrap_or(&mut []);
+            let n = match self.fs.read(src, offset_in + done, chunk) {
+                Ok(0) => break,
+                Ok(n) => n,
+                Err(e) => return reply.error(errno(e)),
+            };
+            if let Err(e) = self
+                .fs
+                .write(dst, offset_out + done, chunk.get(..n).unwrap_or(&[]))
+            {
+                if done == 0 {
+                    return reply.error(errno(e));
+                }
+                break;
+            }
+            done += n as u64;
+        }
+        reply.written(done as u32);
+    }
+}
+
+/// Answers a size probe (size 0) with the length, a short buffer with ERANGE.
+fn sized(reply: ReplyXattr, size: u32, v: &[u8]) {
+    if size == 0 {
+        reply.size(v.len() as u32);
+    } else if v.len() > size as usize {
+        reply.error(Errno::ERANGE);
+    } else {
+        reply.data(v);
+    }
+}

@@ -1,0 +1,233 @@
+//! `-o` options of `uf2fs mount`: the FUSE ones, the generic mount flags that mount(8) hands
+//! to helpers, and the F2FS ones with the kernel's meaning and defaults. Anything else is
+//! refused by name, so that a typo does not silently mount with defaults.
+
+use serde::Serialize;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BackgroundGc {
+    On,
+    Off,
+    Sync,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AllocMode {
+    Adaptive,
+    Lfs,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FsyncMode {
+    Posix,
+    Strict,
+    Nobarrier,
+}
+
+/// Who besides the mounting user may use the mount.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Access {
+    Owner,
+    OwnerAndRoot,
+    All,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct MountOptions {
+    pub read_only: bool,
+    pub access: Access,
+    /// The kernel checks permissions from the mode bits (always on; accepted for clarity).
+    pub default_permissions: bool,
+    pub background_gc: BackgroundGc,
+    pub checkpoint_merge: bool,
+    pub mode: AllocMode,
+    pub fsync_mode: FsyncMode,
+    pub inline_data: bool,
+    pub inline_dentry: bool,
+    pub inline_xattr: bool,
+    /// Generic flags passed on to the kernel's mount (nodev, nosuid, noexec, noatime...).
+    pub flags: Vec<String>,
+}
+
+impl Default for MountOptions {
+    /// Linux 6.1's defaults for F2FS.
+    fn default() -> Self {
+        MountOptions {
+            read_only: false,
+            access: Access::Owner,
+            default_permissions: true,
+            background_gc: BackgroundGc::On,
+            checkpoint_merge: true,
+            mode: AllocMode::Adaptive,
+            fsync_mode: FsyncMode::Posix,
+            inline_data: true,
+            inline_dentry: true,
+            inline_xattr: true,
+            flags: Vec::new(),
+        }
+    }
+}
+
+/// Generic mount flags accepted and handed to the kernel as they are.
+const GENERIC: &[&str] = &[
+    "dev",
+    "nodev",
+    "suid",
+    "nosuid",
+    "exec",
+    "noexec",
+    "atime",
+    "noatime",
+    "relatime",
+    "norelatime",
+    "strictatime",
+    "nodiratime",
+    "diratime",
+    "sync",
+    "async",
+    "dirsync",
+];
+
+/// Options mount(8) passes to every helper that mean nothing to a FUSE file system.
+const IGNORED: &[&str] = &[
+    "defaults", "auto", "noauto", "user", "nouser", "users", "_netdev", "nofail",
+];
+
+impl MountOptions {
+    /// Parses option lists as given to `-o` (each comma-separated; later ones win).
+    pub fn parse<S: AsRef<str>>(lists: &[S]) -> Result<MountOptions, String> {
+        let mut o = MountOptions::default();
+        for list in lists {
+            for opt in list.as_ref().split(',').filter(|s| !s.is_empty()) {
+                o.apply(opt)?;
+            }
+        }
+        Ok(o)
+    }
+
+    fn apply(&mut self, opt: &str) -> Result<(), String> {
+        let (key, value) = match opt.split_once('=') {
+            Some((k, v)) => (k, Some(v)),
+            None => (opt, None),
+        };
+        let bad_value = |v: &str, allowed: &str| {
+            Err(format!(
+                "bad value '{v}' for mount option {key} (allowed: {allowed})"
+            ))
+        };
+        match (key, value) {
+            ("ro", None) => self.read_only = true,
+            ("rw", None) => self.read_only = false,
+            ("allow_other", None) => self.access = Access::All,
+            ("allow_root", None) => self.access = Access::OwnerAndRoot,
+            ("default_permissions", None) => self.default_permissions = true,
+            ("background_gc", Some(v)) => {
+                self.background_gc = match v {
+                    "on" => BackgroundGc::On,
+                    "off" => BackgroundGc::Off,
+                    "sync" => BackgroundGc::Sync,
+                    _ => return bad_value(v, "on, off, sync"),
+                }
+            }
+            ("checkpoint_merge", None) => self.checkpoint_merge = true,
+            ("nocheckpoint_merge", None) => self.checkpoint_merge = false,
+            ("mode", Some(v)) => {
+                self.mode = match v {
+                    "adaptive" => AllocMode::Adaptive,
+                    "lfs" => AllocMode::Lfs,
+                    _ => return bad_value(v, "adaptive, lfs"),
+                }
+            }
+            ("fsync_mode", Some(v)) => {
+                self.fsync_mode = match v {
+                    "posix" => FsyncMode::Posix,
+                    "strict" => FsyncMode::Strict,
+                    "nobarrier" => FsyncMode::Nobarrier,
+                    _ => return bad_value(v, "posix, strict, nobarrier"),
+                }
+            }
+            ("inline_data", None) => self.inline_data = true,
+            ("noinline_data", None) => self.inline_data = false,
+            ("inline_dentry", None) => self.inline_dentry = true,
+            ("noinline_dentry", None) => self.inline_dentry = false,
+            ("inline_xattr", None) => self.inline_xattr = true,
+            ("noinline_xattr", None) => {
+                return Err("mount option noinline_xattr is not supported yet \
+                            (new inodes always get an inline xattr area)"
+                    .into())
+            }
+            (k, None) if GENERIC.contains(&k) => self.flags.push(k.to_string()),
+            (k, None) if IGNORED.contains(&k) => {}
+            (
+                "ro"
+                | "rw"
+                | "allow_other"
+                | "allow_root"
+                | "default_permissions"
+                | "checkpoint_merge"
+                | "nocheckpoint_merge"
+                | "inline_data"
+                | "noinline_data"
+                | "inline_dentry"
+                | "noinline_dentry"
+                | "inline_xattr",
+                Some(_),
+            ) => return Err(format!("mount option {key} takes no value")),
+            ("background_gc" | "mode" | "fsync_mode", None) => {
+                return Err(format!("mount option {key} needs a value ({key}=...)"))
+            }
+            _ => return Err(format!("unknown mount option '{opt}'")),
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, reason = "tests")]
+    use super::*;
+
+    #[test]
+    fn defaults_are_the_kernels() {
+        let o = MountOptions::parse::<&str>(&[]).unwrap();
+        assert!(o.checkpoint_merge && o.inline_data && o.inline_dentry && !o.read_only);
+        assert_eq!(o.background_gc, BackgroundGc::On);
+        assert_eq!(o.mode, AllocMode::Adaptive);
+        assert_eq!(o.fsync_mode, FsyncMode::Posix);
+    }
+
+    #[test]
+    fn options_parse_and_later_ones_win() {
+        let o = MountOptions::parse(&[
+            "ro,allow_other,nocheckpoint_merge",
+            "fsync_mode=strict,mode=lfs,noinline_data,noatime,rw,defaults",
+        ])
+        .unwrap();
+        assert!(!o.read_only && !o.checkpoint_merge && !o.inline_data);
+        assert_eq!(o.access, Access::All);
+        assert_eq!(o.fsync_mode, FsyncMode::Strict);
+        assert_eq!(o.mode, AllocMode::Lfs);
+        assert_eq!(o.flags, vec!["noatime".to_string()]);
+    }
+
+    #[test]
+    fn bad_options_are_refused_by_name() {
+        for (opt, says) in [
+            ("discard_all", "unknown mount option 'discard_all'"),
+            (
+                "fsync_mode=fast",
+                "bad value 'fast' for mount option fsync_mode",
+            ),
+            ("mode", "needs a value"),
+            ("ro=1", "takes no value"),
+            ("noinline_xattr", "not supported yet"),
+        ] {
+            let e = MountOptions::parse(&[opt]).unwrap_err();
+            assert!(e.contains(says), "{opt}: {e}");
+        }
+    }
+}
