@@ -50,6 +50,9 @@ pub enum Error {
     /// A seek for data or a hole at or past the end of the file (ENXIO).
     #[error("no data or hole at or past the end of the file")]
     PastEnd,
+    /// The image is locked by another process (mounted, or being changed).
+    #[error("{0}")]
+    Busy(String),
 }
 
 pub type Result<T> = std::result::Result<T, Error>;
@@ -65,6 +68,9 @@ impl From<FormatError> for Error {
 
 impl Error {
     pub(crate) fn io(what: impl Into<String>, source: std::io::Error) -> Error {
+        if source.kind() == std::io::ErrorKind::ResourceBusy {
+            return Error::Busy(source.to_string());
+        }
         Error::Io {
             what: what.into(),
             source,
@@ -93,6 +99,7 @@ impl Error {
             Error::FileTooBig => 27,                   // EFBIG
             Error::NoRoom(_) => 28,                    // ENOSPC
             Error::PastEnd => 6,                       // ENXIO
+            Error::Busy(_) => 16,                      // EBUSY
         }
     }
 }

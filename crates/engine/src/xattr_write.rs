@@ -32,7 +32,14 @@ impl Fs {
         if stored.len() > 255 {
             return Err(Error::NameTooLong);
         }
+        // An access ACL also sets the mode's permission bits; one that says no more than the
+        // mode is not stored at all (as Linux does: `cp -a` sets modes this way).
+        let acl_mode = match value {
+            Some(v) if idx == index::POSIX_ACL_ACCESS => acl_mode_bits(v),
+            _ => None,
+        };
         let value = match value {
+            Some(_) if acl_mode.is_some_and(|(_, minimal)| minimal) => None,
             Some(v) if idx == index::POSIX_ACL_ACCESS || idx == index::POSIX_ACL_DEFAULT => {
                 Some(acl_from_xattr(v).ok_or(Error::InvalidArgument("not a valid POSIX ACL"))?)
             }
@@ -44,6 +51,15 @@ impl Fs {
             let mut e = self.edit(ino)?;
             let mut list: Vec<Xattr> = self.vol().xattrs(&e.inode)?;
             let at = list.iter().position(|x| x.index == idx && x.name == stored);
+            if let Some((bits, minimal)) = acl_mode {
+                let mode = (e.inode.mode & !0o777) | bits;
+                e.block[..2].copy_from_slice(&mode.to_le_bytes());
+                e.inode.mode = mode;
+                if minimal && at.is_none() {
+                    e.touch(false);
+                    return self.commit(e);
+                }
+            }
             match (at, &value) {
                 (Some(_), Some(_)) if flags & XATTR_CREATE != 0 => return Err(Error::Exists),
                 (None, Some(_)) if flags & XATTR_REPLACE != 0 => return Err(Error::NoAttribute),
@@ -118,4 +134,33 @@ impl Fs {
             self.commit(e)
         })
     }
+}
+
+/// The mode permission bits an access ACL (in the generic xattr form) stands for, and whether
+/// it holds nothing but them (owner, group and other entries only). `None`: not an ACL.
+fn acl_mode_bits(v: &[u8]) -> Option<(u16, bool)> {
+    const USER_OBJ: u16 = 0x01;
+    const GROUP_OBJ: u16 = 0x04;
+    const MASK: u16 = 0x10;
+    const OTHER: u16 = 0x20;
+    let (head, rest) = (v.get(..4)?, v.get(4..)?);
+    if u32::from_le_bytes(head.try_into().ok()?) != 2 || rest.len() % 8 != 0 {
+        return None;
+    }
+    let (mut user, mut group, mut mask, mut other) = (None, None, None, None);
+    let mut minimal = true;
+    for e in rest.chunks_exact(8) {
+        let tag = u16::from_le_bytes([*e.first()?, *e.get(1)?]);
+        let perm = u16::from_le_bytes([*e.get(2)?, *e.get(3)?]) & 7;
+        match tag {
+            USER_OBJ => user = Some(perm),
+            GROUP_OBJ => group = Some(perm),
+            MASK => mask = Some(perm),
+            OTHER => other = Some(perm),
+            _ => minimal = false,
+        }
+    }
+    let group_bits = mask.or(group)?;
+    minimal &= mask.is_none();
+    Some(((user? << 6) | (group_bits << 3) | other?, minimal))
 }

@@ -698,6 +698,21 @@ impl Filesystem for Volume {
         }
     }
 
+    fn ioctl(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _flags: fuser::IoctlFlags,
+        _cmd: u32,
+        _in_data: &[u8],
+        _out_size: u32,
+        reply: fuser::ReplyIoctl,
+    ) {
+        // No F2FS ioctls yet (shutdown, GC, defragment...); isatty() and friends ask too.
+        reply.error(Errno::ENOTTY);
+    }
+
     fn fallocate(
         &self,
         _req: &Request,

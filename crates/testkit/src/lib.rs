@@ -405,3 +405,82 @@ pub fn kernel_f2fs(img: &Path, job: &str, work: &Path) -> KernelRun {
         out: out.join("files"),
     }
 }
+
+/// A live `uf2fs mount` for a test. Dropping it without [`Mount::umount`] (a failed test)
+/// detaches the mount so that no stale mount outlives the test.
+pub struct Mount {
+    pub dir: PathBuf,
+    pub pid: u32,
+    bin: PathBuf,
+    done: bool,
+}
+
+impl Mount {
+    /// Mounts `img` on `dir` (made if missing) with `uf2fs mount` (the daemon) and options.
+    pub fn new(bin: &Path, img: &Path, dir: &Path, opts: &[&str]) -> Mount {
+        fs::create_dir_all(dir).expect("mount point");
+        let mut cmd = Command::new(bin);
+        cmd.arg("mount").arg(img).arg(dir);
+        for o in opts {
+            cmd.arg("-o").arg(o);
+        }
+        run(&mut cmd);
+        let st = run(Command::new(bin).arg("status").arg("--json").arg(dir));
+        let v: serde_json::Value = serde_json::from_str(&st).expect("status json");
+        let pid = v["pid"].as_u64().expect("daemon pid") as u32;
+        Mount {
+            dir: dir.to_path_buf(),
+            pid,
+            bin: bin.to_path_buf(),
+            done: false,
+        }
+    }
+
+    /// `uf2fs status --json` of the live mount.
+    pub fn status(&self) -> serde_json::Value {
+        let st = run(Command::new(&self.bin)
+            .arg("status")
+            .arg("--json")
+            .arg(&self.dir));
+        serde_json::from_str(&st).expect("status json")
+    }
+
+    /// Unmounts with `uf2fs umount` (which returns after the final checkpoint).
+    pub fn umount(mut self) {
+        run(Command::new(&self.bin).arg("umount").arg(&self.dir));
+        self.wait_exit();
+        self.done = true;
+    }
+
+    /// Unmounts some other way (`fusermount3 -u`, a signal): `how` does it, then the daemon
+    /// must exit by itself within 60 s.
+    pub fn umount_with(mut self, how: impl FnOnce(&Path, u32)) {
+        how(&self.dir, self.pid);
+        self.wait_exit();
+        self.done = true;
+    }
+
+    fn wait_exit(&self) {
+        let proc = PathBuf::from(format!("/proc/{}", self.pid));
+        for _ in 0..6000 {
+            // A zombie (not reaped by a test's parent) is done too.
+            let state = fs::read_to_string(proc.join("stat")).unwrap_or_default();
+            if state.is_empty() || state.contains(") Z ") {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        panic!("the uf2fs daemon (pid {}) did not exit", self.pid);
+    }
+}
+
+impl Drop for Mount {
+    fn drop(&mut self) {
+        if !self.done {
+            let _ = Command::new("fusermount3")
+                .arg("-uz")
+                .arg(&self.dir)
+                .status();
+        }
+    }
+}
