@@ -129,13 +129,16 @@ fn tree_copied_in_reads_back_live_after_remount_and_in_linux() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Unmounts the mount at the path, served by the daemon of the pid.
+type Unmounter = Box<dyn Fn(&Path, u32)>;
+
 #[test]
 fn every_way_of_unmounting_leaves_a_clean_image() {
     let dir = scratch("mount-umount");
     let img = dir.join("img");
     mkfs(&img, "256M");
     let mnt = dir.join("mnt");
-    let ways: [(&str, Box<dyn Fn(&Path, u32)>); 4] = [
+    let ways: [(&str, Unmounter); 4] = [
         (
             "fusermount3 -u",
             Box::new(|d: &Path, _| {
