@@ -7,6 +7,7 @@ need=()
 have() { command -v "$1" >/dev/null 2>&1; }
 have mkfs.f2fs && have sload.f2fs && have fsck.f2fs || need+=(f2fs-tools)
 have gcc || need+=(gcc)
+have fusermount3 || need+=(fuse3)
 # treesum and the kernel-f2fs payloads are linked static: they need libc.a.
 [ -f /usr/lib/x86_64-linux-gnu/libc.a ] || need+=(libc6-dev)
 have gzip || need+=(gzip)
