@@ -113,6 +113,8 @@ cp "$FSTESTS_SRC/common/rc" "$FST/common/rc"   # patch a pristine copy on every 
 #    .full file) if it exits non-zero, and mounts the file system again when it was clean;
 #  - adds a fuse case to _repair_test_fs that runs $FUSE_REPAIR_PROG TEST_DEV (here: a fresh
 #    uf2fs mkfs, so that one broken test does not break every later one);
+#  - makes _scratch_mkfs run $FUSE_MKFS_PROG SCRATCH_DEV (here: uf2fs mkfs) instead of
+#    emptying the mounted scratch file system with rm -rf (upstream's fuse behaviour);
 #  - makes _fs_type report "fuse" for "fuse.SUBTYPE" mounts, so that a uf2fs that sets its
 #    FUSE subtype passes init_rc's "is TEST_DEV mounted as $FSTYP" check.
 patch_common_rc() {
@@ -134,6 +136,8 @@ s = (parts[0] + "\t_check_fuse_filesystem $TEST_DEV\n" + parts[1]
      + "\t_check_fuse_filesystem $device\n" + parts[2])
 s = sub(r"(_repair_test_fs\(\)\n\{\n\tcase \$FSTYP in\n)",
         r"\1\tfuse)\n\t\t_repair_fuse_test_fs >$tmp.repair 2>&1\n\t\tres=$?\n\t\t;;\n", s, 1)
+s = sub(r"(\n\tnfs\*\|afs\|cifs\|ceph\|overlay\|glusterfs\|pvfs2\|9p\|fuse\|virtiofs\)\n)",
+        "\n\tfuse)\n\t\t_scratch_mkfs_fuse\n\t\treturn $?\n\t\t;;\\1", s, 1)
 s = sub(r"(-e 's/fuse\.ceph-fuse/ceph-fuse/')",
         r"\1 -e 's/^fuse\\.[^ ]*$/fuse/'", s, 1)
 s += r'''
@@ -184,6 +188,17 @@ _check_fuse_filesystem()
 		return 1
 	fi
 	return 0
+}
+
+# With FUSE_MKFS_PROG, _scratch_mkfs formats SCRATCH_DEV afresh instead of emptying it.
+_scratch_mkfs_fuse()
+{
+	if [ -z "$FUSE_MKFS_PROG" ]; then
+		_scratch_cleanup_files
+		return $?
+	fi
+	_scratch_unmount 2>/dev/null
+	"$FUSE_MKFS_PROG" "$SCRATCH_DEV"
 }
 
 _repair_fuse_test_fs()
@@ -275,10 +290,11 @@ exit \$rc
 EOF
 cat >"$WORK/bin/reformat-image" <<EOF
 #!/bin/sh
-# FUSE_REPAIR_PROG: \`reformat-image IMAGE\`: a fresh file system after a failed check.
+# FUSE_MKFS_PROG and FUSE_REPAIR_PROG: \`reformat-image IMAGE\`: a fresh file system, for
+# _scratch_mkfs and after a failed check of TEST_DEV. Quiet: tests may not redirect mkfs output.
 lock="$LOCKDIR/\$(printf '%s' "\$1" | tr / _).lock"
 mkdir -p "$LOCKDIR"
-exec flock -w 120 "\$lock" '$UF2FS' mkfs --force "\$1"
+exec flock -w 120 "\$lock" '$UF2FS' mkfs --force "\$1" >/dev/null
 EOF
 chmod 755 "$WORK/bin/check-image" "$WORK/bin/reformat-image"
 
@@ -316,6 +332,7 @@ export TEST_FS_MOUNT_OPTS="-o $MOPTS"
 export MOUNT_OPTIONS="-o $MOPTS"
 export FUSE_CHECK_PROG=$WORK/bin/check-image
 export FUSE_REPAIR_PROG=$WORK/bin/reformat-image
+export FUSE_MKFS_PROG=$WORK/bin/reformat-image
 EOF
 
 if [ $SETUP_ONLY = 1 ]; then

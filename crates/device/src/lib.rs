@@ -343,6 +343,23 @@ mod tests {
     use super::*;
 
     #[test]
+    fn one_writer_or_many_readers() {
+        let p = std::env::temp_dir().join(format!("uf2fs-lock-{}", std::process::id()));
+        std::fs::write(&p, vec![0u8; 4 * BLOCK_SIZE]).unwrap();
+        let busy = |r: io::Result<FileDevice>| matches!(r, Err(e) if e.kind() == io::ErrorKind::ResourceBusy);
+        let r1 = FileDevice::open(&p, false).unwrap();
+        let r2 = FileDevice::open(&p, false).unwrap();
+        assert!(busy(FileDevice::open(&p, true)), "a writer while read");
+        drop((r1, r2));
+        let w = FileDevice::open(&p, true).unwrap();
+        assert!(busy(FileDevice::open(&p, true)), "a second writer");
+        assert!(busy(FileDevice::open(&p, false)), "a reader while written");
+        drop(w);
+        FileDevice::open(&p, true).unwrap();
+        let _ = std::fs::remove_file(&p);
+    }
+
+    #[test]
     fn reads_past_the_end_name_the_blocks() {
         let dir = std::env::temp_dir().join(format!("uf2fs-dev-{}", std::process::id()));
         std::fs::write(&dir, vec![7u8; 3 * BLOCK_SIZE + 100]).unwrap();

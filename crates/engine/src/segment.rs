@@ -64,6 +64,9 @@ pub(crate) struct Segments {
     pub closed: Vec<(u32, Box<Block>)>,
     /// Segment age clock (the filesystem's own seconds), for SIT mtime.
     pub now: u64,
+    /// Main segments with no valid block (free, prefree or an empty log), kept as blocks
+    /// come and go so that the space check before every change costs nothing.
+    empty: u32,
 }
 
 fn bit(map: &[u8; 64], off: usize) -> bool {
@@ -91,7 +94,13 @@ impl Segments {
                 sum,
             })
             .collect();
+        let empty = entries
+            .iter()
+            .take(layout.main_segments as usize)
+            .filter(|e| e.valid_blocks == 0)
+            .count() as u32;
         Segments {
+            empty,
             layout,
             entries,
             dirty: journal.iter().copied().collect(),
@@ -135,9 +144,27 @@ impl Segments {
     /// Blocks that can still be written: the rest of the six logs' segments and every free
     /// segment (prefree ones are not free before the next checkpoint).
     pub fn writable_blocks(&self) -> u64 {
-        let free = (0..self.layout.main_segments)
-            .filter(|&s| self.is_free(s))
-            .count() as u64;
+        // Empty segments that are not free: prefree ones, and logs with nothing valid yet.
+        let empty_logs = self
+            .cursegs
+            .iter()
+            .filter(|c| {
+                !self.prefree.contains(&c.segno)
+                    && self
+                        .entries
+                        .get(c.segno as usize)
+                        .is_some_and(|e| e.valid_blocks == 0)
+            })
+            .count();
+        let free = u64::from(self.empty)
+            .saturating_sub(self.prefree.len() as u64)
+            .saturating_sub(empty_logs as u64);
+        debug_assert_eq!(
+            free,
+            (0..self.layout.main_segments)
+                .filter(|&s| self.is_free(s))
+                .count() as u64
+        );
         let rest: u64 = self
             .cursegs
             .iter()
@@ -159,6 +186,9 @@ impl Segments {
                 if !bit(&e.valid_map, off) {
                     if let Some(b) = e.valid_map.get_mut(off / 8) {
                         *b |= 0x80 >> (off % 8);
+                    }
+                    if e.valid_blocks == 0 {
+                        self.empty -= 1;
                     }
                     e.valid_blocks += 1;
                 }
@@ -185,6 +215,9 @@ impl Segments {
         e.valid_blocks -= 1;
         e.mtime = self.now;
         let empty = e.valid_blocks == 0;
+        if empty {
+            self.empty += 1;
+        }
         self.dirty.insert(segno);
         if empty && !self.is_curseg(segno) {
             self.prefree.insert(segno);

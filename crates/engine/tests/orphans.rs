@@ -39,8 +39,14 @@ fn setup(dir: &std::path::Path) -> (std::path::PathBuf, u32, u64) {
     );
     assert_eq!(buf[0], 9);
     fs.sync().unwrap();
+    // The image as a second reader sees it now (a copy: the live mount holds the lock).
+    let copy = uf2fs_engine::uf2fs_device::MemDevice::new(std::fs::read(&img).unwrap(), true);
     assert_eq!(
-        Fs::open(&img).unwrap().info().mount.orphan_inodes,
+        Fs::with_device(Box::new(copy))
+            .unwrap()
+            .info()
+            .mount
+            .orphan_inodes,
         1,
         "the checkpoint records the orphan"
     );

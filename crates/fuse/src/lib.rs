@@ -100,6 +100,14 @@ pub fn serve(
         MountOption::RW
     });
     for f in &opts.flags {
+        if matches!(
+            f.as_str(),
+            "relatime" | "norelatime" | "strictatime" | "nodiratime" | "diratime"
+        ) {
+            // Access-time policies: fuser would pass them in the data string, which the
+            // kernel refuses. uf2fs never updates atime on reads, which all of them allow.
+            continue;
+        }
         mount_options.push(match f.as_str() {
             "dev" => MountOption::Dev,
             "nodev" => MountOption::NoDev,
