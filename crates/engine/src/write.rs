@@ -405,6 +405,16 @@ impl Fs {
         })
     }
 
+    /// Sets the access time of `ino` alone (a read under relatime): the change time stays.
+    pub fn set_atime(&self, ino: u32, (s, ns): (i64, u32)) -> Result<()> {
+        self.changing(0, |_| {
+            let mut e = self.edit(ino)?;
+            e.set_u64(32, s as u64);
+            e.set_u32(56, ns);
+            self.commit(e)
+        })
+    }
+
     pub(crate) fn add_entry(
         &self,
         ws: &mut WriteState,

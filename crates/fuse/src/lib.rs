@@ -100,14 +100,6 @@ pub fn serve(
         MountOption::RW
     });
     for f in &opts.flags {
-        if matches!(
-            f.as_str(),
-            "relatime" | "norelatime" | "strictatime" | "nodiratime" | "diratime"
-        ) {
-            // Access-time policies: fuser would pass them in the data string, which the
-            // kernel refuses. uf2fs never updates atime on reads, which all of them allow.
-            continue;
-        }
         mount_options.push(match f.as_str() {
             "dev" => MountOption::Dev,
             "nodev" => MountOption::NoDev,
@@ -115,8 +107,6 @@ pub fn serve(
             "nosuid" => MountOption::NoSuid,
             "exec" => MountOption::Exec,
             "noexec" => MountOption::NoExec,
-            "atime" => MountOption::Atime,
-            "noatime" => MountOption::NoAtime,
             "sync" => MountOption::Sync,
             "async" => MountOption::Async,
             "dirsync" => MountOption::DirSync,

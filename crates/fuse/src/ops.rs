@@ -20,7 +20,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use uf2fs_engine::{Attr, DirEntry, Error, FileType, Fs, NewInode, Time};
 
-use crate::options::MountOptions;
+use crate::options::{Atime, MountOptions};
 
 /// How long the kernel may trust an answer. Only this daemon changes the volume (the image is
 /// locked), and every change goes through it, so the kernel's copy stays right.
@@ -152,6 +152,30 @@ impl Volume {
             out.push((name, ino, fuse_type(t)));
         }
         Ok(Arc::new(out))
+    }
+
+    /// A read of `nid`: its access time moves as the atime policy says (the kernel's rules;
+    /// the change goes out with the next checkpoint, like any inode change).
+    fn accessed(&self, nid: u32) {
+        if !self.fs.is_writable() || self.opts.atime == Atime::Noatime {
+            return;
+        }
+        let Ok(a) = self.fs.getattr(nid) else { return };
+        let now = from_time(TimeOrNow::Now);
+        let at = (a.atime.sec, a.atime.nsec);
+        let due = match self.opts.atime {
+            Atime::Strictatime => true,
+            _ => {
+                at <= (a.mtime.sec, a.mtime.nsec)
+                    || at <= (a.ctime.sec, a.ctime.nsec)
+                    || now.0 - a.atime.sec >= 24 * 3600
+            }
+        };
+        if due {
+            if let Err(e) = self.fs.set_atime(nid, now) {
+                tracing::debug!("atime of {nid}: {e}");
+            }
+        }
     }
 
     fn durable(&self) -> Result<(), Errno> {
@@ -447,8 +471,12 @@ impl Filesystem for Volume {
         reply: ReplyData,
     ) {
         let mut buf = vec![0u8; size.min(MAX_IO * 16) as usize];
-        match self.fs.read(self.nid(ino), offset, &mut buf) {
-            Ok(n) => reply.data(buf.get(..n).unwrap_or(&[])),
+        let nid = self.nid(ino);
+        match self.fs.read(nid, offset, &mut buf) {
+            Ok(n) => {
+                reply.data(buf.get(..n).unwrap_or(&[]));
+                self.accessed(nid);
+            }
             Err(e) => reply.error(errno(e)),
         }
     }

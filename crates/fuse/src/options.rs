@@ -27,6 +27,18 @@ pub enum FsyncMode {
     Nobarrier,
 }
 
+/// When reads update a file's access time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Atime {
+    /// Never.
+    Noatime,
+    /// When the access time is not after the last change, or is a day old (Linux's default).
+    Relatime,
+    /// On every read.
+    Strictatime,
+}
+
 /// Who besides the mounting user may use the mount.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -49,6 +61,7 @@ pub struct MountOptions {
     pub inline_data: bool,
     pub inline_dentry: bool,
     pub inline_xattr: bool,
+    pub atime: Atime,
     /// Generic flags passed on to the kernel's mount (nodev, nosuid, noexec, noatime...).
     pub flags: Vec<String>,
 }
@@ -67,6 +80,7 @@ impl Default for MountOptions {
             inline_data: true,
             inline_dentry: true,
             inline_xattr: true,
+            atime: Atime::Relatime,
             flags: Vec::new(),
         }
     }
@@ -160,6 +174,10 @@ impl MountOptions {
                             (new inodes always get an inline xattr area)"
                     .into())
             }
+            ("noatime", None) => self.atime = Atime::Noatime,
+            ("relatime" | "atime", None) => self.atime = Atime::Relatime,
+            ("strictatime" | "norelatime", None) => self.atime = Atime::Strictatime,
+            ("nodiratime" | "diratime" | "lazytime" | "nolazytime", None) => {}
             (k, None) if GENERIC.contains(&k) => self.flags.push(k.to_string()),
             (k, None) if IGNORED.contains(&k) => {}
             (
@@ -211,7 +229,8 @@ mod tests {
         assert_eq!(o.access, Access::All);
         assert_eq!(o.fsync_mode, FsyncMode::Strict);
         assert_eq!(o.mode, AllocMode::Lfs);
-        assert_eq!(o.flags, vec!["noatime".to_string()]);
+        assert_eq!(o.atime, Atime::Noatime);
+        assert!(o.flags.is_empty());
     }
 
     #[test]
