@@ -14,7 +14,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use uf2fs_testkit::{
-    assert_fsck_clean, assert_same_view, fixture, gen_tree, kernel_f2fs, run, scratch, try_run,
+    assert_fsck_clean, assert_same_view, fixture, gen_tree, linux_view, run, scratch, try_run,
     view, Mount, TreeSpec,
 };
 
@@ -40,13 +40,6 @@ fn mkfs(img: &Path, size: &str) {
 fn fsck_both(img: &Path) {
     assert_fsck_clean(img);
     uf2fs(&["fsck".as_ref(), img.as_os_str()]);
-}
-
-fn lines(p: &Path) -> Vec<String> {
-    String::from_utf8_lossy(&std::fs::read(p).unwrap())
-        .lines()
-        .map(str::to_owned)
-        .collect()
 }
 
 #[test]
@@ -110,18 +103,8 @@ fn tree_copied_in_reads_back_live_after_remount_and_in_linux() {
         &view(&x, Some(FIELDS)),
         "uf2fs extract after the changes",
     );
-    let k = kernel_f2fs(
-        &img,
-        "set -e\n$PAYLOAD/treesum -f type,mode,uid,gid,size,mtime,hash,target,links,xattr,rdev /mnt | sort > $OUT/view.txt\n",
-        &dir.join("k"),
-    );
-    assert_eq!(k.exit, 0, "Linux read job: {}", k.job_log);
-    assert!(k.f2fs_complaints().is_empty(), "{:#?}", k.f2fs_complaints());
-    assert_same_view(
-        &live,
-        &lines(&k.out.join("view.txt")),
-        "Linux reads the mount's image",
-    );
+    let linux = linux_view(&img, &dir.join("k"));
+    assert_same_view(&live, &linux, "Linux reads the mount's image");
     eprintln!(
         "{} entries, {} bytes copied in and read back four ways",
         st.entries, st.bytes

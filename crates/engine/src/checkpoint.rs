@@ -100,24 +100,24 @@ fn checkpoint_inner(vol: &Vol, ws: &mut WriteState, umount: bool) -> Result<()> 
     let io = |what: String| move |e: std::io::Error| Error::io(what, e);
     ws.segs.now = ws.elapsed();
     // 1. Nodes, out of place.
-    let dirty = vol.nodes.take_dirty()?;
+    let dirty = vol.nodes.dirty_snapshot()?;
     let seed = checksum_seed(&vol.sb.uuid());
     let chksum = vol.sb.has(feature::INODE_CHKSUM);
     let cp_ver = ws.version;
     let mut writes: BTreeMap<u32, Block> = BTreeMap::new();
-    for (nid, (block, log)) in dirty {
+    for (&nid, (block, log)) in &dirty {
         let old = vol.nat.entry(dev, nid)?;
         if old.block_addr != 0 {
             ws.segs.invalidate(old.block_addr);
         }
         let addr = ws.segs.alloc(
-            log,
+            *log,
             RawSummary {
                 nid: nid.into(),
                 ..Default::default()
             },
         )?;
-        let mut b: Block = *block;
+        let mut b: Block = **block;
         put(&mut b, FOOTER_OFFSET + 12, &cp_ver.to_le_bytes());
         put(&mut b, FOOTER_OFFSET + 20, &(addr + 1).to_le_bytes());
         let f = Footer::of(&b);
@@ -139,6 +139,7 @@ fn checkpoint_inner(vol: &Vol, ws: &mut WriteState, umount: bool) -> Result<()> 
         writes.insert(addr, b);
     }
     write_runs(vol, &writes, IoCause::Node)?;
+    vol.nodes.written(&dirty);
     ws.segs.roll_full()?;
     let ssa = u64::from(vol.layout.ssa);
     for (segno, blk) in std::mem::take(&mut ws.segs.closed) {

@@ -261,10 +261,8 @@ impl Fs {
         if e.inode.xattr_nid != 0 {
             self.free_node(ws, e.inode.xattr_nid)?;
         }
-        if let Ok(mut c) = self.vol().inodes.lock() {
-            c.remove(&ino);
-        }
         self.free_node(ws, ino)?;
+        self.vol().forget_inode(ino);
         ws.valid_inodes = ws.valid_inodes.saturating_sub(1);
         Ok(())
     }

@@ -35,6 +35,9 @@ pub(crate) struct Vol {
     pub nat: Nat,
     pub nodes: Nodes,
     pub(crate) inodes: Mutex<HashMap<u32, Arc<Inode>>>,
+    /// Moves (under the `inodes` lock) whenever an inode changes, so that a reader that
+    /// fetched a block before the change does not cache it after.
+    inode_epoch: std::sync::atomic::AtomicU64,
     sit_journal: Vec<(u32, SitEntry)>,
     orphans: Vec<u32>,
     notes: Vec<String>,
@@ -44,6 +47,17 @@ pub(crate) struct Vol {
     /// The writable state; `None` for a read-only mount.
     pub(crate) write: Option<Mutex<WriteState>>,
     pub(crate) options: Options,
+}
+
+impl Vol {
+    /// Drops the cached parse of `ino` after a change to it (see `inode_epoch`).
+    pub(crate) fn forget_inode(&self, ino: u32) {
+        if let Ok(mut c) = self.inodes.lock() {
+            c.remove(&ino);
+            self.inode_epoch
+                .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+        }
+    }
 }
 
 /// Choices a mount makes about how new files are laid out (the kernel's mount options of the
@@ -225,6 +239,7 @@ impl Fs {
             nat,
             nodes: Nodes::new(),
             inodes: Mutex::new(HashMap::new()),
+            inode_epoch: std::sync::atomic::AtomicU64::new(0),
             sit_journal: m.sit_journal,
             orphans: m.orphans,
             notes: m.notes,
@@ -406,16 +421,20 @@ impl Fs {
         {
             return Ok(i);
         }
+        use std::sync::atomic::Ordering;
+        let epoch = self.vol.inode_epoch.load(Ordering::Acquire);
         let block =
             self.vol
                 .nodes
                 .read(&*self.vol.dev, &self.vol.nat, ino, Expect { ino, ofs: 0 })?;
         let inode = Arc::new(Inode::parse(&block, ino, &self.vol.sb)?);
         if let Ok(mut c) = self.vol.inodes.lock() {
-            if c.len() >= INODE_CACHE {
-                c.clear();
+            if self.vol.inode_epoch.load(Ordering::Acquire) == epoch {
+                if c.len() >= INODE_CACHE {
+                    c.clear();
+                }
+                c.insert(ino, inode.clone());
             }
-            c.insert(ino, inode.clone());
         }
         Ok(inode)
     }

@@ -20,6 +20,9 @@ const NODE_CACHE_BLOCKS: usize = 4096;
 
 pub(crate) struct Nodes {
     cache: Mutex<HashMap<u32, Arc<Block>>>,
+    /// Moves (under the `cache` lock) whenever a node changes, so that a reader that fetched
+    /// a block from the device before the change does not cache it after.
+    epoch: std::sync::atomic::AtomicU64,
     /// Changed nodes and the log each goes to, written at the next checkpoint.
     dirty: Mutex<BTreeMap<u32, (Arc<Block>, Log)>>,
 }
@@ -35,6 +38,7 @@ impl Nodes {
     pub fn new() -> Nodes {
         Nodes {
             cache: Mutex::new(HashMap::new()),
+            epoch: std::sync::atomic::AtomicU64::new(0),
             dirty: Mutex::new(BTreeMap::new()),
         }
     }
@@ -46,17 +50,42 @@ impl Nodes {
             .lock()
             .map_err(|_| crate::Error::InvalidArgument("lock poisoned"))?
             .insert(nid, (b.clone(), log));
-        if let Ok(mut c) = self.cache.lock() {
-            c.insert(nid, b);
-        }
+        self.cached(nid, Some(b));
         Ok(())
     }
 
-    /// Takes every dirty node (for the checkpoint).
-    pub fn take_dirty(&self) -> Result<BTreeMap<u32, (Arc<Block>, Log)>> {
-        Ok(std::mem::take(&mut *self.dirty.lock().map_err(|_| {
-            crate::Error::InvalidArgument("lock poisoned")
-        })?))
+    /// Puts (or drops) the cached copy of `nid` and moves the epoch.
+    fn cached(&self, nid: u32, b: Option<Arc<Block>>) {
+        if let Ok(mut c) = self.cache.lock() {
+            match b {
+                Some(b) => c.insert(nid, b),
+                None => c.remove(&nid),
+            };
+            self.epoch.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+        }
+    }
+
+    /// The dirty nodes as they are (for the checkpoint, which writes them and then calls
+    /// [`Nodes::written`]): until then readers keep finding them here, never an address the
+    /// NAT already holds but whose block is not yet written.
+    pub fn dirty_snapshot(&self) -> Result<BTreeMap<u32, (Arc<Block>, Log)>> {
+        Ok(self
+            .dirty
+            .lock()
+            .map_err(|_| crate::Error::InvalidArgument("lock poisoned"))?
+            .clone())
+    }
+
+    /// The nodes of a snapshot are on disk and in the NAT: they stop being dirty.
+    pub fn written(&self, snapshot: &BTreeMap<u32, (Arc<Block>, Log)>) {
+        if let Ok(mut d) = self.dirty.lock() {
+            for (nid, (b, _)) in snapshot {
+                if d.get(nid).is_some_and(|(cur, _)| Arc::ptr_eq(cur, b)) {
+                    d.remove(nid);
+                }
+                self.cached(*nid, Some(b.clone()));
+            }
+        }
     }
 
     /// How many nodes wait for a checkpoint.
@@ -101,9 +130,7 @@ impl Nodes {
         if let Ok(mut d) = self.dirty.lock() {
             d.remove(&nid);
         }
-        if let Ok(mut c) = self.cache.lock() {
-            c.remove(&nid);
-        }
+        self.cached(nid, None);
     }
 
     /// Reads node `nid` and checks its NAT entry and footer.
@@ -114,6 +141,7 @@ impl Nodes {
         nid: u32,
         expect: Expect,
     ) -> Result<Arc<Block>> {
+        let epoch = self.epoch.load(std::sync::atomic::Ordering::Acquire);
         let dirty = self
             .dirty
             .lock()
@@ -127,10 +155,12 @@ impl Nodes {
                 let b = Arc::new(b);
                 check_footer(&b, nid, blkaddr, expect)?;
                 if let Ok(mut c) = self.cache.lock() {
-                    if c.len() >= NODE_CACHE_BLOCKS {
-                        c.clear();
+                    if self.epoch.load(std::sync::atomic::Ordering::Acquire) == epoch {
+                        if c.len() >= NODE_CACHE_BLOCKS {
+                            c.clear();
+                        }
+                        c.insert(nid, b.clone());
                     }
-                    c.insert(nid, b.clone());
                 }
                 return Ok(b);
             }

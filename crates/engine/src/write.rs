@@ -196,10 +196,11 @@ impl Fs {
         } else {
             Log::WarmNode
         };
-        if let Ok(mut c) = self.vol().inodes.lock() {
-            c.remove(&e.ino);
-        }
-        self.vol().nodes.put_dirty(e.ino, e.block, log)
+        // The new block first, then the cache entry goes: a reader that fetched the old block
+        // before this point finds the epoch moved and does not cache what it read.
+        let r = self.vol().nodes.put_dirty(e.ino, e.block, log);
+        self.vol().forget_inode(e.ino);
+        r
     }
 
     /// Adds `delta` to the link count of `ino`.

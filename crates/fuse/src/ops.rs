@@ -364,17 +364,21 @@ impl Filesystem for Volume {
     }
 
     fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        match self.fs.unlink(self.nid(parent), name.as_bytes()) {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(errno(e)),
-        }
+        done(
+            reply,
+            self.fs
+                .unlink(self.nid(parent), name.as_bytes())
+                .map_err(errno),
+        )
     }
 
     fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        match self.fs.rmdir(self.nid(parent), name.as_bytes()) {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(errno(e)),
-        }
+        done(
+            reply,
+            self.fs
+                .rmdir(self.nid(parent), name.as_bytes())
+                .map_err(errno),
+        )
     }
 
     fn symlink(
@@ -428,10 +432,7 @@ impl Filesystem for Volume {
             newname.as_bytes(),
             flags.bits(),
         );
-        match r {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(errno(e)),
-        }
+        done(reply, r.map_err(errno));
     }
 
     fn link(
@@ -539,10 +540,7 @@ impl Filesystem for Volume {
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
-        match self.durable() {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(e),
-        }
+        done(reply, self.durable())
     }
 
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
@@ -620,10 +618,7 @@ impl Filesystem for Volume {
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
-        match self.durable() {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(e),
-        }
+        done(reply, self.durable())
     }
 
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
@@ -653,13 +648,12 @@ impl Filesystem for Volume {
         if position != 0 {
             return reply.error(Errno::EINVAL);
         }
-        match self
-            .fs
-            .setxattr(self.nid(ino), name.as_bytes(), value, flags as u32)
-        {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(errno(e)),
-        }
+        done(
+            reply,
+            self.fs
+                .setxattr(self.nid(ino), name.as_bytes(), value, flags as u32)
+                .map_err(errno),
+        )
     }
 
     fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
@@ -684,10 +678,12 @@ impl Filesystem for Volume {
     }
 
     fn removexattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        match self.fs.removexattr(self.nid(ino), name.as_bytes()) {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(errno(e)),
-        }
+        done(
+            reply,
+            self.fs
+                .removexattr(self.nid(ino), name.as_bytes())
+                .map_err(errno),
+        )
     }
 
     fn access(&self, _req: &Request, ino: INodeNo, _mask: AccessFlags, reply: ReplyEmpty) {
@@ -753,13 +749,12 @@ impl Filesystem for Volume {
         mode: i32,
         reply: ReplyEmpty,
     ) {
-        match self
-            .fs
-            .fallocate(self.nid(ino), mode as u32, offset, length)
-        {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(errno(e)),
-        }
+        done(
+            reply,
+            self.fs
+                .fallocate(self.nid(ino), mode as u32, offset, length)
+                .map_err(errno),
+        )
     }
 
     fn lseek(
@@ -825,6 +820,14 @@ impl Filesystem for Volume {
             done += n as u64;
         }
         reply.written(done as u32);
+    }
+}
+
+/// Answers a request that returns nothing but success or an errno.
+fn done(reply: ReplyEmpty, r: Result<(), Errno>) {
+    match r {
+        Ok(()) => reply.ok(),
+        Err(e) => reply.error(e),
     }
 }
 

@@ -484,3 +484,20 @@ impl Drop for Mount {
         }
     }
 }
+
+/// Linux's view of the whole image (every treesum field, sorted), after checking that the job
+/// ran and that the kernel's F2FS complained of nothing.
+pub fn linux_view(img: &Path, work: &Path) -> Vec<String> {
+    let k = kernel_f2fs(
+        img,
+        "set -e\n$PAYLOAD/treesum -f type,mode,uid,gid,size,mtime,hash,target,links,xattr,rdev /mnt | sort > $OUT/view.txt\n",
+        work,
+    );
+    assert_eq!(k.exit, 0, "Linux read job: {}", k.job_log);
+    assert!(k.f2fs_complaints().is_empty(), "{:#?}", k.f2fs_complaints());
+    fs::read_to_string(k.out.join("view.txt"))
+        .expect("Linux's view")
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
