@@ -234,6 +234,14 @@ fn read_only_mounts_write_nothing() {
         (&plain, vec!["-o", "ro"], ""),
     ] {
         let before = std::fs::read(img).unwrap();
+        // Detaches the mount if an assertion below fails before `uf2fs umount`.
+        struct Detach<'a>(&'a Path);
+        impl Drop for Detach<'_> {
+            fn drop(&mut self) {
+                let _ = Command::new("fusermount3").arg("-uz").arg(self.0).status();
+            }
+        }
+        let _detach = Detach(&mnt);
         let out = Command::new(bin())
             .arg("mount")
             .arg(img)
