@@ -14,8 +14,8 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use uf2fs_testkit::{
-    assert_fsck_clean, assert_same_view, fixture, gen_tree, linux_view, run, scratch, try_run,
-    view, Mount, TreeSpec,
+    add_special_files, assert_fsck_clean, assert_same_view, fixture, gen_tree, linux_view, run,
+    scratch, try_run, view, Mount, TreeSpec,
 };
 
 const FIELDS: &str = "type,mode,uid,gid,size,mtime,hash,target,links,xattr,rdev";
@@ -59,13 +59,7 @@ fn tree_copied_in_reads_back_live_after_remount_and_in_linux() {
         },
     );
     // What gen_tree does not make: a sparse file, a fifo, a device node, xattrs.
-    let sparse = std::fs::File::create(src.join("sparse")).unwrap();
-    sparse.set_len(30 << 20).unwrap();
-    std::os::unix::fs::FileExt::write_all_at(&sparse, b"middle", 11 << 20).unwrap();
-    run(Command::new("mkfifo").arg(src.join("fifo")));
-    run(Command::new("mknod")
-        .arg(src.join("null"))
-        .args(["c", "1", "3"]));
+    add_special_files(&src);
     rustix::fs::setxattr(
         src.join("sparse").as_path(),
         "user.note",

@@ -53,7 +53,7 @@ impl Fs {
             let at = list.iter().position(|x| x.index == idx && x.name == stored);
             if let Some((bits, minimal)) = acl_mode {
                 let mode = (e.inode.mode & !0o777) | bits;
-                e.block[..2].copy_from_slice(&mode.to_le_bytes());
+                e.block[..2].copy_from_slice(&mode.to_le_bytes()); // i_mode
                 e.inode.mode = mode;
                 if minimal && at.is_none() {
                     e.touch(false);

@@ -130,7 +130,11 @@ fn answer(
 ) {
     let mut line = String::new();
     let Ok(mut w) = conn.try_clone() else { return };
-    if BufReader::new(&conn).read_line(&mut line).is_err() {
+    // Requests are one short word: a caller cannot make the daemon buffer more than this.
+    if BufReader::new(std::io::Read::take(&conn, 64))
+        .read_line(&mut line)
+        .is_err()
+    {
         return;
     }
     let reply = match line.trim() {

@@ -76,7 +76,6 @@ pub fn serve(
     let (mut fs, read_only_reason) = open_volume(&image, &opts)?;
     if let Some(why) = &read_only_reason {
         if !opts.read_only {
-            tracing::warn!("mounting {} read-only: {why}", image.display());
             eprintln!("uf2fs: mounting {} read-only: {why}", image.display());
         }
     }

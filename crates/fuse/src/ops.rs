@@ -85,16 +85,19 @@ impl Volume {
         }
     }
 
-    /// Owner and group of a new inode in `parent`: a set-group-ID directory passes on its
-    /// group (and, to new directories, the bit itself), as Linux does.
-    fn new_inode(
+    /// Makes `name` in `parent` for the caller of `req`. Owner and group: the caller's,
+    /// except that a set-group-ID directory passes on its group (and, to new directories, the
+    /// bit itself), as Linux does.
+    fn make(
         &self,
         req: &Request,
-        parent: u32,
+        parent: INodeNo,
+        name: &OsStr,
         mode: u32,
         umask: u32,
         rdev: u32,
-    ) -> Result<NewInode, Errno> {
+    ) -> Result<u32, Errno> {
+        let parent = self.nid(parent);
         let p = self.fs.getattr(parent).map_err(errno)?;
         let mut mode = mode & !(umask & 0o777);
         let mut gid = req.gid();
@@ -104,7 +107,7 @@ impl Volume {
                 mode |= 0o2000;
             }
         }
-        Ok(NewInode {
+        let a = NewInode {
             mode: u16::try_from(mode & 0o177777).map_err(|_| Errno::EINVAL)?,
             uid: req.uid(),
             gid,
@@ -112,21 +115,10 @@ impl Volume {
                 (rdev >> 8) & 0xfff,
                 (rdev & 0xff) | ((rdev >> 12) & 0xfff00),
             ),
-        })
-    }
-
-    fn create_named(
-        &self,
-        req: &Request,
-        parent: INodeNo,
-        name: &OsStr,
-        a: Result<NewInode, Errno>,
-    ) -> Result<u32, Errno> {
-        let a = a?;
+        };
         self.fs
-            .create_node(self.nid(parent), name.as_bytes(), a)
+            .create_node(parent, name.as_bytes(), a)
             .map_err(errno)
-            .inspect(|_| tracing::trace!(uid = req.uid(), "created"))
     }
 
     fn listing(&self, nid: u32) -> Result<Listing, Errno> {
@@ -168,7 +160,7 @@ impl Volume {
             _ => {
                 at <= (a.mtime.sec, a.mtime.nsec)
                     || at <= (a.ctime.sec, a.ctime.nsec)
-                    || now.0 - a.atime.sec >= 24 * 3600
+                    || now.0.saturating_sub(a.atime.sec) >= 24 * 3600
             }
         };
         if due {
@@ -200,7 +192,7 @@ pub fn errno(e: Error) -> Errno {
 fn to_time(t: Time) -> SystemTime {
     let d = Duration::new(t.sec.unsigned_abs(), t.nsec.min(999_999_999));
     if t.sec >= 0 {
-        UNIX_EPOCH + d
+        UNIX_EPOCH.checked_add(d).unwrap_or(UNIX_EPOCH)
     } else {
         UNIX_EPOCH.checked_sub(d).unwrap_or(UNIX_EPOCH)
     }
@@ -340,8 +332,7 @@ impl Filesystem for Volume {
         rdev: u32,
         reply: ReplyEntry,
     ) {
-        let a = self.new_inode(req, self.nid(parent), mode, umask, rdev);
-        match self.create_named(req, parent, name, a) {
+        match self.make(req, parent, name, mode, umask, rdev) {
             Ok(nid) => self.entry(nid, reply),
             Err(e) => reply.error(e),
         }
@@ -356,8 +347,7 @@ impl Filesystem for Volume {
         umask: u32,
         reply: ReplyEntry,
     ) {
-        let a = self.new_inode(req, self.nid(parent), (mode & 0o7777) | 0o040000, umask, 0);
-        match self.create_named(req, parent, name, a) {
+        match self.make(req, parent, name, (mode & 0o7777) | 0o040000, umask, 0) {
             Ok(nid) => self.entry(nid, reply),
             Err(e) => reply.error(e),
         }
@@ -396,9 +386,8 @@ impl Filesystem for Volume {
         if target.len() >= 4096 {
             return reply.error(Errno::ENAMETOOLONG);
         }
-        let a = self.new_inode(req, self.nid(parent), 0o120777, 0, 0);
         let made = self
-            .create_named(req, parent, link_name, a)
+            .make(req, parent, link_name, 0o120777, 0, 0)
             .and_then(|nid| {
                 match self.fs.write(nid, 0, target) {
                     Ok(_) => Ok(nid),
@@ -704,11 +693,12 @@ impl Filesystem for Volume {
         _flags: i32,
         reply: ReplyCreate,
     ) {
-        let a = self.new_inode(req, self.nid(parent), mode, umask, 0);
-        let made = self.create_named(req, parent, name, a).and_then(|nid| {
-            let a = self.fs.getattr(nid).map_err(errno)?;
-            Ok((nid, a))
-        });
+        let made = self
+            .make(req, parent, name, mode, umask, 0)
+            .and_then(|nid| {
+                let a = self.fs.getattr(nid).map_err(errno)?;
+                Ok((nid, a))
+            });
         match made {
             Ok((nid, a)) => {
                 let held = self.fs.hold(nid).is_ok();

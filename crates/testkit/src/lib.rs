@@ -257,6 +257,21 @@ pub fn gen_tree(dir: &Path, seed: u64, spec: TreeSpec) -> TreeStats {
     st
 }
 
+/// Adds what `gen_tree` does not make to `dir`: a 40 MiB sparse file with data in the middle,
+/// a fifo, and a character device (1,3) owned by 1234:567.
+pub fn add_special_files(dir: &Path) {
+    let sparse = fs::File::create(dir.join("sparse")).expect("sparse file");
+    sparse.set_len(40 << 20).expect("sparse size");
+    std::os::unix::fs::FileExt::write_all_at(&sparse, b"middle", 20 << 20).expect("sparse data");
+    run(Command::new("mkfifo").arg(dir.join("fifo")));
+    run(Command::new("mknod")
+        .arg(dir.join("null"))
+        .args(["c", "1", "3"]));
+    run(Command::new("chown")
+        .args(["-h", "1234:567"])
+        .arg(dir.join("null")));
+}
+
 /// Makes `img` of `size_mb` with mkfs.f2fs (`features` as for `-O`, may be empty) and fills
 /// it from `src` with sload.f2fs. Returns sload's output.
 pub fn mkfs_sload(img: &Path, size_mb: u64, features: &str, src: &Path) -> String {
@@ -434,15 +449,6 @@ impl Mount {
             bin: bin.to_path_buf(),
             done: false,
         }
-    }
-
-    /// `uf2fs status --json` of the live mount.
-    pub fn status(&self) -> serde_json::Value {
-        let st = run(Command::new(&self.bin)
-            .arg("status")
-            .arg("--json")
-            .arg(&self.dir));
-        serde_json::from_str(&st).expect("status json")
     }
 
     /// Unmounts with `uf2fs umount` (which returns after the final checkpoint).
