@@ -15,7 +15,7 @@
     reason = "test code: a panic is the failure report"
 )]
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 use uf2fs_testkit::{
     assert_fsck_clean, assert_same_view, linux_view, root, run, scratch, try_run, view, Mount,
@@ -37,11 +37,14 @@ fn judge(name: &str) -> PathBuf {
     p
 }
 
-/// A mount point whose length keeps clear of a pjdfstest 0.2.2 bug: its PATH_MAX test
-/// underflows when (PATH_MAX - 1 - length of its work directory) is a multiple of NAME_MAX/2,
-/// which happens for mount points of 9 (mod 127) characters.
-fn mount_point(dir: &Path) -> PathBuf {
-    let mut p = dir.join("mnt");
+/// A short mount point, the same wherever the checkout is: pjdfstest binds Unix sockets a few
+/// directories deep, and a socket path may not pass 107 bytes (a checkout at a longer path
+/// failed its socket tests with ENAMETOOLONG). Its length also keeps clear of a pjdfstest
+/// 0.2.2 bug: the PATH_MAX test underflows when (PATH_MAX - 1 - length of its work
+/// directory) is a multiple of NAME_MAX/2, which happens for mount points of 9 (mod 127)
+/// characters.
+fn mount_point() -> PathBuf {
+    let mut p = PathBuf::from(format!("/tmp/uf2fs-pjd-{}", std::process::id()));
     while p.as_os_str().len() % 127 == 9 {
         p = PathBuf::from(format!("{}x", p.display()));
     }
@@ -80,7 +83,7 @@ fn pjdfstest_and_fsx_pass_and_linux_reads_the_result() {
         .arg("mkfs")
         .arg(&img)
         .args(["--size", "1G"]));
-    let mnt = mount_point(&dir);
+    let mnt = mount_point();
     let m = Mount::new(&bin(), &img, &mnt, &["allow_other"]);
     run(Command::new("chmod").arg("755").arg(&mnt));
     let other = dir.join("other-fs");
@@ -128,5 +131,6 @@ fn pjdfstest_and_fsx_pass_and_linux_reads_the_result() {
     run(Command::new(bin()).arg("fsck").arg(&img));
     let linux = linux_view(&img, &dir.join("k"));
     assert_same_view(&live, &linux, "Linux reads what the judges left");
+    let _ = std::fs::remove_dir(&mnt);
     let _ = std::fs::remove_dir_all(&dir);
 }
