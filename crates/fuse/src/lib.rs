@@ -83,6 +83,8 @@ pub fn serve(
     fs.set_options(uf2fs_engine::Options {
         inline_data: opts.inline_data,
         inline_dentry: opts.inline_dentry,
+        fsync_mode: opts.fsync_mode,
+        checkpoint_merge: opts.checkpoint_merge,
     });
     let fs = Arc::new(fs);
     let paths = control_paths(&mountpoint)?;

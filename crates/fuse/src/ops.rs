@@ -170,14 +170,12 @@ impl Volume {
         }
     }
 
-    fn durable(&self) -> Result<(), Errno> {
+    fn durable(&self, nid: u32, datasync: bool) -> Result<(), Errno> {
         self.fsyncs.fetch_add(1, Ordering::Relaxed);
         if !self.fs.is_writable() || self.opts.read_only {
             return Ok(());
         }
-        // Every fsync is served by a checkpoint until roll-forward recovery lands: durable
-        // in every fsync_mode (nobarrier's licence to skip the cache flush is not taken).
-        self.fs.sync().map_err(errno)
+        self.fs.fsync(nid, datasync).map_err(errno)
     }
 }
 
@@ -524,12 +522,12 @@ impl Filesystem for Volume {
     fn fsync(
         &self,
         _req: &Request,
-        _ino: INodeNo,
+        ino: INodeNo,
         _fh: FileHandle,
-        _datasync: bool,
+        datasync: bool,
         reply: ReplyEmpty,
     ) {
-        done(reply, self.durable())
+        done(reply, self.durable(self.nid(ino), datasync))
     }
 
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
@@ -602,12 +600,12 @@ impl Filesystem for Volume {
     fn fsyncdir(
         &self,
         _req: &Request,
-        _ino: INodeNo,
+        ino: INodeNo,
         _fh: FileHandle,
-        _datasync: bool,
+        datasync: bool,
         reply: ReplyEmpty,
     ) {
-        done(reply, self.durable())
+        done(reply, self.durable(self.nid(ino), datasync))
     }
 
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {

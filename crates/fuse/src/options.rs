@@ -19,13 +19,7 @@ pub enum AllocMode {
     Lfs,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum FsyncMode {
-    Posix,
-    Strict,
-    Nobarrier,
-}
+pub use uf2fs_engine::FsyncMode;
 
 /// When reads update a file's access time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
