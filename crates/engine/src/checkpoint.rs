@@ -19,7 +19,8 @@
 use crate::error::{Error, Result};
 use crate::fs::Vol;
 use crate::segment::{Log, Segments};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
 use std::time::Instant;
 use uf2fs_device::IoCause;
 use uf2fs_format::checkpoint::{
@@ -28,7 +29,7 @@ use uf2fs_format::checkpoint::{
 use uf2fs_format::crc::{f2fs_crc32, F2FS_SUPER_MAGIC};
 use uf2fs_format::inode::{checksum_seed, compute_checksum, inline_flags, I_ADDR_OFFSET};
 use uf2fs_format::nat::{NatEntry, NAT_JOURNAL_ENTRIES};
-use uf2fs_format::node::{Footer, FOOTER_OFFSET};
+use uf2fs_format::node::{Footer, DENT_BIT, FOOTER_OFFSET, FSYNC_BIT};
 use uf2fs_format::sit::{sit_block_addr, SIT_ENTRIES_PER_BLOCK, SIT_JOURNAL_ENTRIES};
 use uf2fs_format::summary::{
     compacted_blocks, RawSummary, JOURNAL_BODY, JOURNAL_SIZE, SUM_TYPE_NODE,
@@ -59,6 +60,48 @@ pub(crate) struct WriteState {
     /// Set when a change failed half-way: the in-memory state may not be consistent, so no
     /// further change or checkpoint is made; the image stays at its last checkpoint.
     pub failed: Option<String>,
+    /// CRC of the last durable checkpoint block (in node footers under CRC_RECOVERY).
+    pub cp_crc: u32,
+    /// Inodes made since the last checkpoint: their directory entry is in no checkpoint, so
+    /// the first fsync that writes them marks them for dentry recovery (DENT).
+    pub born: HashSet<u32>,
+    /// Inodes written by an fsync since the last checkpoint (their DENT mark is out).
+    pub fsynced: HashSet<u32>,
+    /// Inodes whose next fsync needs a checkpoint: renamed, linked or unlinked, truncated or
+    /// punched, xattrs changed since the last checkpoint (what roll-forward cannot replay).
+    pub needs_cp: HashSet<u32>,
+    pub fsync_stats: FsyncStats,
+    /// Data blocks were written since the last device flush (an fsync flushes them before
+    /// its nodes, so that a replayed node never points at data that did not land).
+    pub data_since_flush: bool,
+}
+
+/// How fsyncs were served since mount.
+#[derive(Debug, Clone, Copy, Default, serde::Serialize)]
+pub struct FsyncStats {
+    /// fsync and fdatasync calls (files and directories).
+    pub requests: u64,
+    /// Served by writing the file's direct nodes to the roll-forward chain.
+    pub by_node_chain: u64,
+    /// Served by a checkpoint (a directory, hard links, a rename... or fsync_mode=strict).
+    pub by_checkpoint: u64,
+    /// Node blocks written to the roll-forward chain.
+    pub chain_blocks: u64,
+    /// Checkpoint requests that a checkpoint started after them served (merging).
+    pub merged: u64,
+}
+
+/// What recovery did at mount.
+#[derive(Debug, Clone, Copy, Default, serde::Serialize)]
+pub struct RecoveryStats {
+    /// Node blocks of the chain after the last checkpoint.
+    pub chain_blocks: u64,
+    /// Inodes whose fsync'd state was replayed.
+    pub inodes: u64,
+    /// Directory entries made for fsync'd new files.
+    pub dentries: u64,
+    /// Block pointers replayed.
+    pub addresses: u64,
 }
 
 fn put(b: &mut [u8], at: usize, bytes: &[u8]) {
@@ -78,6 +121,49 @@ impl WriteState {
     fn elapsed(&self) -> u64 {
         self.head.elapsed_time.get() + self.mounted_at.elapsed().as_secs()
     }
+
+    /// What a node written now carries in its footer's cp_ver: the last checkpoint's version,
+    /// with its CRC in the high half when that checkpoint has CRC_RECOVERY (as Linux writes
+    /// it; roll-forward recovery takes only nodes whose cp_ver matches).
+    pub fn footer_version(&self) -> u64 {
+        chain_version(self.version, self.cp_crc, self.head.ckpt_flags.get())
+    }
+}
+
+/// The cp_ver that nodes of the roll-forward chain after a checkpoint carry.
+pub(crate) fn chain_version(version: u64, crc: u32, cp_flags: u32) -> u64 {
+    if cp_flags & flags::CRC_RECOVERY != 0 {
+        (version & 0xFFFF_FFFF) | (u64::from(crc) << 32)
+    } else {
+        version
+    }
+}
+
+/// Whether a node footer's cp_ver belongs to the chain after the checkpoint (the kernel's
+/// rule: under NOCRC_RECOVERY only the low 32 bits count).
+pub(crate) fn in_chain(footer_ver: u64, version: u64, crc: u32, cp_flags: u32) -> bool {
+    if cp_flags & flags::NOCRC_RECOVERY != 0 {
+        return (footer_ver << 32) == (version << 32);
+    }
+    footer_ver == chain_version(version, crc, cp_flags)
+}
+
+/// Sets a node block's footer for a write at `addr` in a log whose next block is `next`:
+/// cp_ver, next_blkaddr, the FSYNC/DENT marks (`marks`, replacing any old ones), and the
+/// inode checksum when the volume keeps them.
+pub(crate) fn seal_node(vol: &Vol, b: &mut Block, nid: u32, cp_ver: u64, next: u32, marks: u32) {
+    put(b, FOOTER_OFFSET + 12, &cp_ver.to_le_bytes());
+    put(b, FOOTER_OFFSET + 20, &next.to_le_bytes());
+    let f = Footer::of(b);
+    let flag = (f.flag & !(FSYNC_BIT | DENT_BIT)) | marks;
+    put(b, FOOTER_OFFSET + 8, &flag.to_le_bytes());
+    let is_inode = f.ofs() == 0 && f.ino == nid;
+    let extra = b.get(3).is_some_and(|i| i & inline_flags::EXTRA_ATTR != 0);
+    let isize = uf2fs_format::le16(b, I_ADDR_OFFSET).unwrap_or(0);
+    if is_inode && vol.sb.has(feature::INODE_CHKSUM) && extra && isize >= 12 {
+        let crc = compute_checksum(checksum_seed(&vol.sb.uuid()), b);
+        put(b, I_ADDR_OFFSET + 8, &crc.to_le_bytes());
+    }
 }
 
 /// Writes the dirty nodes, NAT, SIT and a checkpoint pack. `umount` marks the pack as written
@@ -96,58 +182,29 @@ pub(crate) fn write_checkpoint(vol: &Vol, ws: &mut WriteState, umount: bool) -> 
 }
 
 fn checkpoint_inner(vol: &Vol, ws: &mut WriteState, umount: bool) -> Result<()> {
+    vol.cp_started
+        .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
     let dev = &*vol.dev;
     let io = |what: String| move |e: std::io::Error| Error::io(what, e);
     ws.segs.now = ws.elapsed();
     // 1. Nodes, out of place.
     let dirty = vol.nodes.dirty_snapshot()?;
-    let seed = checksum_seed(&vol.sb.uuid());
-    let chksum = vol.sb.has(feature::INODE_CHKSUM);
-    let cp_ver = ws.version;
-    let mut writes: BTreeMap<u32, Block> = BTreeMap::new();
-    for (&nid, (block, log)) in &dirty {
-        let old = vol.nat.entry(dev, nid)?;
-        if old.block_addr != 0 {
-            ws.segs.invalidate(old.block_addr);
-        }
-        let addr = ws.segs.alloc(
-            *log,
-            RawSummary {
-                nid: nid.into(),
-                ..Default::default()
-            },
-        )?;
-        let mut b: Block = **block;
-        put(&mut b, FOOTER_OFFSET + 12, &cp_ver.to_le_bytes());
-        put(&mut b, FOOTER_OFFSET + 20, &(addr + 1).to_le_bytes());
-        let f = Footer::of(&b);
-        let is_inode = f.ofs() == 0 && f.ino == nid;
-        let extra = b.get(3).is_some_and(|i| i & inline_flags::EXTRA_ATTR != 0);
-        let isize = uf2fs_format::le16(&b, I_ADDR_OFFSET).unwrap_or(0);
-        if is_inode && chksum && extra && isize >= 12 {
-            let crc = compute_checksum(seed, &b);
-            put(&mut b, I_ADDR_OFFSET + 8, &crc.to_le_bytes());
-        }
-        vol.nat.set(
-            nid,
-            NatEntry {
-                version: old.version,
-                ino: f.ino,
-                block_addr: addr,
-            },
-        )?;
-        writes.insert(addr, b);
-    }
+    let writes = write_nodes(vol, ws, &dirty, |_, _| 0)?;
     write_runs(vol, &writes, IoCause::Node)?;
     vol.nodes.written(&dirty);
     ws.segs.roll_full()?;
     let ssa = u64::from(vol.layout.ssa);
-    for (segno, blk) in std::mem::take(&mut ws.segs.closed) {
+    let patched = std::mem::take(&mut ws.segs.patched);
+    for (segno, blk) in std::mem::take(&mut ws.segs.closed)
+        .into_iter()
+        .chain(patched)
+    {
         dev.write_blocks(ssa + u64::from(segno), &blk[..], IoCause::Meta)
             .map_err(io(format!("SSA of segment {segno}")))?;
     }
     dev.flush()
         .map_err(io("flush before the checkpoint".into()))?;
+    ws.data_since_flush = false;
     // 2. NAT and SIT.
     let (nat_journal, nat_bitmap) = vol.nat.flush_for_checkpoint(dev)?;
     let sit_journal = flush_sit(vol, ws)?;
@@ -210,7 +267,9 @@ fn checkpoint_inner(vol: &Vol, ws: &mut WriteState, umount: bool) -> Result<()> 
             | flags::ORPHAN_PRESENT
             | flags::NAT_BITS
             | flags::FASTBOOT
-            | flags::CRC_RECOVERY);
+            | flags::NOCRC_RECOVERY);
+    // Node footers written after this checkpoint carry its CRC (as Linux 6.1 does).
+    fl |= flags::CRC_RECOVERY;
     if umount {
         fl |= flags::UMOUNT;
     }
@@ -286,9 +345,56 @@ fn checkpoint_inner(vol: &Vol, ws: &mut WriteState, umount: bool) -> Result<()> 
     ws.pack = pack;
     ws.head = h;
     ws.segs.prefree.clear();
+    ws.segs.reserved.clear();
+    ws.cp_crc = crc;
+    ws.born.clear();
+    ws.fsynced.clear();
+    ws.needs_cp.clear();
     ws.checkpoints += 1;
     vol.nat.checkpoint_done()?;
     Ok(())
+}
+
+/// Gives each node of `nodes` a new block in its log (footer sealed with this moment's
+/// cp_ver, its successor in the log and the marks `marks(nid, block)` returns), moves its NAT
+/// entry there and invalidates its old block. Returns the blocks to write, by address.
+pub(crate) fn write_nodes(
+    vol: &Vol,
+    ws: &mut WriteState,
+    nodes: &BTreeMap<u32, (Arc<Block>, Log)>,
+    mut marks: impl FnMut(u32, &Block) -> u32,
+) -> Result<BTreeMap<u32, Block>> {
+    let dev = &*vol.dev;
+    let cp_ver = ws.footer_version();
+    let mut writes: BTreeMap<u32, Block> = BTreeMap::new();
+    for (&nid, (block, log)) in nodes {
+        let old = vol.nat.entry(dev, nid)?;
+        if old.block_addr != 0 {
+            ws.segs.invalidate(old.block_addr);
+        }
+        let addr = ws.segs.alloc(
+            *log,
+            RawSummary {
+                nid: nid.into(),
+                ..Default::default()
+            },
+        )?;
+        let next = ws.segs.next_addr(*log)?;
+        let mut b: Block = **block;
+        let m = marks(nid, &b);
+        seal_node(vol, &mut b, nid, cp_ver, next, m);
+        let f = Footer::of(&b);
+        vol.nat.set(
+            nid,
+            NatEntry {
+                version: old.version,
+                ino: f.ino,
+                block_addr: addr,
+            },
+        )?;
+        writes.insert(addr, b);
+    }
+    Ok(writes)
 }
 
 /// Writes blocks in runs of contiguous addresses, one request each.

@@ -47,6 +47,10 @@ pub(crate) struct Vol {
     /// The writable state; `None` for a read-only mount.
     pub(crate) write: Option<Mutex<WriteState>>,
     pub(crate) options: Options,
+    /// Checkpoints begun since mount (a request is served by any checkpoint begun after it).
+    pub(crate) cp_started: std::sync::atomic::AtomicU64,
+    /// What roll-forward recovery did at mount, if there was a chain to replay.
+    pub(crate) recovery: Option<crate::checkpoint::RecoveryStats>,
 }
 
 impl Vol {
@@ -236,13 +240,40 @@ impl Fs {
     }
 
     fn mount_on(dev: Box<dyn BlockDevice>, writable: bool) -> Result<Fs> {
+        Fs::mount_with(dev, writable, true)
+    }
+
+    /// Mounts; `recover` replays the roll-forward chain (a writable mount always does; a
+    /// read-only one does it in memory, or, when that fails, shows the last checkpoint).
+    fn mount_with(dev: Box<dyn BlockDevice>, writable: bool, recover: bool) -> Result<Fs> {
         if writable && dev.is_read_only() {
             return Err(Error::ReadOnly("the device is opened read-only".into()));
         }
         let m = mount(&*dev)?;
         let layout = m.sb.layout();
+        let mut notes = Vec::new();
+        let chain = match crate::recovery::read_chain(&*dev, &layout, &m.cp) {
+            Ok(c) if recover => c,
+            Ok(_) => Vec::new(),
+            Err(e) if writable => return Err(e),
+            Err(e) => {
+                notes.push(format!("roll-forward chain not followed: {e}"));
+                Vec::new()
+            }
+        };
         let write = if writable {
             Some(Mutex::new(Fs::write_state(&*dev, &m)?))
+        } else if !chain.is_empty() {
+            match Fs::write_state(&*dev, &m) {
+                Ok(ws) => Some(Mutex::new(ws)),
+                Err(e) => {
+                    notes.push(format!(
+                        "{} node blocks fsync'd after the last checkpoint are not shown: {e}",
+                        chain.len()
+                    ));
+                    None
+                }
+            }
         } else {
             None
         };
@@ -252,6 +283,7 @@ impl Fs {
             Vec::new()
         };
         let nat = Nat::new(layout, m.cp.nat_bitmap.clone(), m.nat_journal);
+        let replay = write.is_some() && !chain.is_empty();
         let vol = Vol {
             dev,
             layout,
@@ -266,6 +298,8 @@ impl Fs {
             cp: m.cp,
             write,
             options: Options::default(),
+            cp_started: std::sync::atomic::AtomicU64::new(0),
+            recovery: None,
             cur_summaries: m
                 .summaries
                 .iter()
@@ -273,11 +307,50 @@ impl Fs {
                 .map(|(i, s)| (i < 3 || m.has_node_summaries).then(|| s.entries.clone()))
                 .collect(),
         };
-        let fs = Fs { vol };
+        let mut fs = Fs { vol };
+        fs.vol.notes.append(&mut notes);
         if !orphans.is_empty() {
             // Files unlinked while open when the last checkpoint was written: free them now,
-            // as Linux does at mount.
+            // as Linux does at mount (before the chain is replayed, as Linux does too).
             fs.remove_orphans(&orphans)?;
+        }
+        if replay {
+            let mut notes = Vec::new();
+            let r = match fs.ws() {
+                Ok(mut ws) => fs.recover(&mut ws, &chain, &mut notes),
+                Err(e) => Err(e),
+            };
+            match r {
+                Ok(stats) => {
+                    notes.push(format!(
+                        "roll-forward recovery: {} chain blocks, {} files, {} entries, {} block pointers",
+                        stats.chain_blocks, stats.inodes, stats.dentries, stats.addresses
+                    ));
+                    fs.vol.recovery = Some(stats);
+                }
+                Err(e) if writable => return Err(e),
+                Err(e) => {
+                    // Half a replay in memory is worse than none: show the checkpoint.
+                    let dev = std::mem::replace(
+                        &mut fs.vol.dev,
+                        Box::new(uf2fs_device::MemDevice::new(Vec::new(), true)),
+                    );
+                    let mut fs = Fs::mount_with(dev, false, false)?;
+                    fs.vol.notes.push(format!(
+                        "roll-forward recovery failed ({e}); showing the last checkpoint"
+                    ));
+                    return Ok(fs);
+                }
+            }
+            fs.vol.notes.append(&mut notes);
+        }
+        if writable && (replay || !orphans.is_empty()) {
+            let mut ws = fs.ws()?;
+            ws.checkpoint_requests += 1;
+            write_checkpoint(&fs.vol, &mut ws, false)?;
+        }
+        if !writable {
+            fs.vol.write = None;
         }
         Ok(fs)
     }
@@ -305,13 +378,6 @@ impl Fs {
                 "the checkpoint asks for fsck first ({})",
                 flags::names(cpf).join(",")
             )));
-        }
-        if !m.cp.has_flag(flags::UMOUNT) {
-            // Roll-forward recovery of fsync'd nodes is not done yet: writing would lose them.
-            return Err(Error::ReadOnly(
-                "the image was not cleanly unmounted (roll-forward recovery is not supported yet)"
-                    .into(),
-            ));
         }
         let sit = read_sit(dev, &layout, &m.cp.sit_bitmap, &m.sit_journal)?;
         let journal: Vec<u32> = m.sit_journal.iter().map(|(s, _)| *s).collect();
@@ -351,6 +417,12 @@ impl Fs {
             checkpoints: 0,
             checkpoint_requests: 0,
             failed: None,
+            cp_crc: m.cp.crc,
+            born: Default::default(),
+            fsynced: Default::default(),
+            needs_cp: Default::default(),
+            fsync_stats: Default::default(),
+            data_since_flush: false,
         })
     }
 
@@ -372,23 +444,15 @@ impl Fs {
 
     /// Writes a checkpoint: everything changed so far becomes durable.
     pub fn sync(&self) -> Result<()> {
-        let mut ws = self.ws()?;
-        ws.checkpoint_requests += 1;
-        write_checkpoint(&self.vol, &mut ws, true)
-    }
-
-    /// Makes `ino` durable: its data and what reaches it (`datasync`: what reading its data
-    /// back needs, not its times). See docs/design.md, "fsync".
-    pub fn fsync(&self, ino: u32, datasync: bool) -> Result<()> {
-        let _ = datasync;
-        let _ = ino;
-        self.sync()
+        self.request_checkpoint()
     }
 
     /// Writes the final checkpoint and closes the volume; returns the device's I/O counters.
     pub fn unmount(self) -> Result<IoSnapshot> {
         if self.vol.write.is_some() {
-            self.sync()?;
+            let mut ws = self.ws()?;
+            ws.checkpoint_requests += 1;
+            write_checkpoint(&self.vol, &mut ws, true)?;
         }
         Ok(self.vol.dev.counters().snapshot())
     }

@@ -88,6 +88,25 @@ impl Nodes {
         }
     }
 
+    /// The dirty nodes of inode `ino` that `keep` accepts (by nid and footer).
+    pub fn dirty_of(
+        &self,
+        ino: u32,
+        keep: impl Fn(u32, &Footer) -> bool,
+    ) -> Result<BTreeMap<u32, (Arc<Block>, Log)>> {
+        Ok(self
+            .dirty
+            .lock()
+            .map_err(|_| crate::Error::InvalidArgument("lock poisoned"))?
+            .iter()
+            .filter(|(nid, (b, _))| {
+                let f = Footer::of(b);
+                f.ino == ino && keep(**nid, &f)
+            })
+            .map(|(nid, v)| (*nid, v.clone()))
+            .collect())
+    }
+
     /// How many nodes wait for a checkpoint.
     pub fn dirty_count(&self) -> usize {
         self.dirty.lock().map(|d| d.len()).unwrap_or(0)

@@ -67,6 +67,12 @@ pub(crate) struct Segments {
     /// Main segments with no valid block (free, prefree or an empty log), kept as blocks
     /// come and go so that the space check before every change costs nothing.
     empty: u32,
+    /// Segments that hold the roll-forward chain being recovered: not handed out before the
+    /// recovery's checkpoint is durable (cleared with `prefree`).
+    pub reserved: BTreeSet<u32>,
+    /// SSA blocks of segments that are not logs, changed by recovery; written at the next
+    /// checkpoint.
+    pub patched: std::collections::BTreeMap<u32, Box<Block>>,
 }
 
 fn bit(map: &[u8; 64], off: usize) -> bool {
@@ -108,7 +114,103 @@ impl Segments {
             cursegs,
             closed: Vec::new(),
             now: cp.head.elapsed_time.get(),
+            reserved: BTreeSet::new(),
+            patched: std::collections::BTreeMap::new(),
         }
+    }
+
+    /// Makes `addr` a valid block owned by `sum` (recovery of a block written after the last
+    /// checkpoint). In a log's current segment the entry goes to the log's summary and the log
+    /// continues after it; elsewhere it goes to the segment's SSA block (`ssa` reads it when
+    /// it is not patched yet), written at the next checkpoint. The block must not be in use
+    /// and must lie in a segment of the right kind (data or node).
+    pub fn claim(
+        &mut self,
+        addr: u32,
+        sum: RawSummary,
+        node: bool,
+        ssa: impl FnOnce(u32) -> Result<Box<Block>>,
+    ) -> Result<()> {
+        let corrupt = |why: &'static str| {
+            Error::Corrupt(uf2fs_format::CorruptKind::Recovery { blkaddr: addr, why })
+        };
+        let (segno, off) = self
+            .seg_of(addr)
+            .ok_or_else(|| corrupt("address outside the main area"))?;
+        if self.is_valid(addr) {
+            return Err(corrupt("block already in use"));
+        }
+        if let Some(c) = self.cursegs.iter_mut().find(|c| c.segno == segno) {
+            if let Some(s) = c.sum.get_mut(off) {
+                *s = sum;
+            }
+            c.next = c.next.max(off as u16 + 1);
+        } else {
+            let seg_type = self.entries.get(segno as usize).map(|e| (e.valid_blocks, e.seg_type));
+            match seg_type {
+                Some((0, _)) => {
+                    if let Some(e) = self.entries.get_mut(segno as usize) {
+                        e.seg_type = if node { Log::WarmNode } else { Log::WarmData } as u8;
+                    }
+                }
+                Some((_, t)) if (t >= 3) != node => {
+                    return Err(corrupt("block in a segment of the other kind (data/node)"))
+                }
+                _ => {}
+            }
+            if !self.patched.contains_key(&segno) {
+                let b = ssa(segno)?;
+                self.patched.insert(segno, b);
+            }
+            if let Some(b) = self.patched.get_mut(&segno) {
+                if let Some(dst) = b.get_mut(off * 7..off * 7 + 7) {
+                    dst.copy_from_slice(sum.as_bytes());
+                }
+                if let Some(t) = b.get_mut(BLOCK_SIZE - 5) {
+                    *t = if node { SUM_TYPE_NODE } else { SUM_TYPE_DATA };
+                }
+            }
+        }
+        self.validate(addr);
+        Ok(())
+    }
+
+    /// The first block of main segment `segno`.
+    pub fn seg_start(&self, segno: u32) -> u32 {
+        self.layout.main + segno * BLOCKS_PER_SEG
+    }
+
+    /// The address the next block of `log` will get, opening a new segment now if the log's
+    /// segment is full, so that a node can name its successor (`next_blkaddr`, the chain
+    /// roll-forward recovery follows).
+    pub fn next_addr(&mut self, log: Log) -> Result<u32> {
+        let i = log as usize;
+        let full = self
+            .cursegs
+            .get(i)
+            .is_none_or(|c| c.alloc_type != 0 || usize::from(c.next) >= ENTRIES_IN_SUM);
+        if full {
+            self.new_segment(log)?;
+        }
+        let c = self
+            .cursegs
+            .get(i)
+            .ok_or(Error::InvalidArgument("no such log"))?;
+        Ok(self.seg_start(c.segno) + u32::from(c.next))
+    }
+
+    /// Whether `addr` is a valid (in use) block of the main area.
+    pub fn is_valid(&self, addr: u32) -> bool {
+        self.seg_of(addr).is_some_and(|(segno, off)| {
+            self.entries
+                .get(segno as usize)
+                .is_some_and(|e| bit(&e.valid_map, off))
+        })
+    }
+
+    /// Main segment number and block offset of `addr`, if it is in the main area.
+    pub fn locate(&self, addr: u32) -> Option<(u32, usize)> {
+        self.seg_of(addr)
     }
 
     fn seg_of(&self, addr: u32) -> Option<(u32, usize)> {
@@ -126,6 +228,7 @@ impl Segments {
             .get(segno as usize)
             .is_some_and(|e| e.valid_blocks == 0)
             && !self.prefree.contains(&segno)
+            && !self.reserved.contains(&segno)
             && !self.is_curseg(segno)
     }
 
@@ -156,9 +259,15 @@ impl Segments {
                         .is_some_and(|e| e.valid_blocks == 0)
             })
             .count();
+        let reserved = self
+            .reserved
+            .iter()
+            .filter(|&&s| self.is_free_but_reserved(s))
+            .count();
         let free = u64::from(self.empty)
             .saturating_sub(self.prefree.len() as u64)
-            .saturating_sub(empty_logs as u64);
+            .saturating_sub(empty_logs as u64)
+            .saturating_sub(reserved as u64);
         debug_assert_eq!(
             free,
             (0..self.layout.main_segments)
@@ -179,8 +288,16 @@ impl Segments {
         free * u64::from(BLOCKS_PER_SEG) + rest
     }
 
-    /// Marks block `addr` in use by the owner in `sum` (for allocation and for recovery).
-    fn validate(&mut self, addr: u32) {
+    fn is_free_but_reserved(&self, segno: u32) -> bool {
+        self.entries
+            .get(segno as usize)
+            .is_some_and(|e| e.valid_blocks == 0)
+            && !self.prefree.contains(&segno)
+            && !self.is_curseg(segno)
+    }
+
+    /// Marks block `addr` in use (for allocation and for recovery).
+    pub fn validate(&mut self, addr: u32) {
         if let Some((segno, off)) = self.seg_of(addr) {
             if let Some(e) = self.entries.get_mut(segno as usize) {
                 if !bit(&e.valid_map, off) {

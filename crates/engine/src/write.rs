@@ -214,7 +214,7 @@ impl Fs {
     fn maybe_checkpoint(&self, ws: &mut WriteState) -> Result<()> {
         if self.vol().nodes.dirty_count() > DIRTY_NODE_BUDGET {
             ws.checkpoint_requests += 1;
-            write_checkpoint(self.vol(), ws, true)?;
+            write_checkpoint(self.vol(), ws, false)?;
         }
         Ok(())
     }
@@ -335,6 +335,7 @@ impl Fs {
             ws.valid_nodes += 1;
             ws.valid_inodes += 1;
             ws.valid_blocks += 1;
+            ws.born.insert(nid);
             self.commit(e)?;
             if ft == FileType::Directory && !self.vol().options.inline_dentry {
                 // noinline_dentry: the new directory's '.' and '..' go to dentry block 0.
@@ -367,6 +368,7 @@ impl Fs {
                 Err(e) => return Err(e),
             }
             self.add_entry(ws, parent, name, ino, target.file_type)?;
+            ws.needs_cp.insert(ino);
             let mut t = self.edit(ino)?;
             t.set_links(t.links() + 1);
             t.touch(false);
@@ -557,6 +559,7 @@ impl Fs {
             }
             writes.insert(addr, *data);
         }
+        ws.data_since_flush = true;
         write_runs(self.vol(), &writes, IoCause::UserData)
     }
 
@@ -728,7 +731,7 @@ impl Fs {
 
     /// Turns the inline file being edited into a block file: the inline area is cleared
     /// (it becomes address slots) and `data`, its old bytes, becomes block 0.
-    fn inline_to_blocks(&self, ws: &mut WriteState, e: &mut Editing, data: &[u8]) -> Result<()> {
+    pub(crate) fn inline_to_blocks(&self, ws: &mut WriteState, e: &mut Editing, data: &[u8]) -> Result<()> {
         let r = e.inline_range();
         if let Some(a) = e.block.get_mut(r) {
             a.fill(0);

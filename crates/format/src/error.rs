@@ -105,6 +105,8 @@ pub enum CorruptKind {
     Xattr { ino: u32, why: &'static str },
     #[error("block {blkaddr}: {why}")]
     Block { blkaddr: u64, why: &'static str },
+    #[error("roll-forward chain, block {blkaddr}: {why}")]
+    Recovery { blkaddr: u32, why: &'static str },
 }
 
 /// Either kind; what the format layer's constructors return.

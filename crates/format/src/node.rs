@@ -148,6 +148,33 @@ pub fn is_indirect(ofs: u64) -> bool {
         || (ofs >= ofs::dind_child(0) && (ofs - ofs::dind_child(0)).is_multiple_of(n + 1))
 }
 
+/// The first file block a direct node at tree offset `ofs` maps, for an inode with
+/// `inode_addrs` usable address slots; `None` for the inode (0), indirect nodes, the xattr
+/// node and offsets past the double-indirect tree. (Roll-forward recovery places a dnode by
+/// its offset alone.)
+pub fn dnode_first_block(ofs: u64, inode_addrs: u64) -> Option<u64> {
+    let n = NIDS_PER_BLOCK;
+    if ofs == 0 || is_indirect(ofs) {
+        return None;
+    }
+    // Index of the direct node among all direct nodes of the tree, in file order.
+    let d = if ofs < ofs::top(2) {
+        ofs - 1
+    } else if ofs < ofs::top(4) {
+        // Under the indirect node in slot 2 (ofs 4..) or slot 3 (ofs 5 + N..).
+        let slot = if ofs > ofs::top(3) { 3 } else { 2 };
+        2 + (slot as u64 - 2) * n + (ofs - ofs::top(slot) - 1)
+    } else {
+        let rel = ofs - ofs::dind_child(0);
+        let (j, k) = (rel / (n + 1), rel % (n + 1) - 1);
+        if j >= n {
+            return None;
+        }
+        2 + 2 * n + j * n + k
+    };
+    Some(inode_addrs + d * ADDRS_PER_BLOCK)
+}
+
 /// How many file blocks a file can address with `inode_addrs` usable slots in its inode.
 pub fn max_file_blocks(inode_addrs: u64) -> u64 {
     let n = ADDRS_PER_BLOCK;
@@ -181,6 +208,34 @@ mod tests {
         ] {
             assert_eq!(is_indirect(o), ind, "ofs {o}");
         }
+    }
+
+    #[test]
+    fn dnode_first_block_inverts_the_tree_offsets() {
+        let (a, n) = (923u64, ADDRS_PER_BLOCK);
+        assert_eq!(dnode_first_block(ofs::top(0), a), Some(a));
+        assert_eq!(dnode_first_block(ofs::top(1), a), Some(a + n));
+        assert_eq!(dnode_first_block(ofs::indirect_child(2, 0), a), Some(a + 2 * n));
+        assert_eq!(
+            dnode_first_block(ofs::indirect_child(2, 7), a),
+            Some(a + 9 * n)
+        );
+        assert_eq!(
+            dnode_first_block(ofs::indirect_child(3, 0), a),
+            Some(a + (2 + n) * n)
+        );
+        assert_eq!(
+            dnode_first_block(ofs::dind_grandchild(0, 0), a),
+            Some(a + (2 + 2 * n) * n)
+        );
+        assert_eq!(
+            dnode_first_block(ofs::dind_grandchild(5, 3), a),
+            Some(a + (2 + 2 * n + 5 * n + 3) * n)
+        );
+        for o in [0, ofs::top(2), ofs::top(3), ofs::top(4), ofs::dind_child(9)] {
+            assert_eq!(dnode_first_block(o, a), None, "ofs {o}");
+        }
+        assert_eq!(dnode_first_block(u64::from(XATTR_NODE_OFFSET), a), None);
     }
 
     #[test]

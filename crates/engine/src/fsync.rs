@@ -1,0 +1,207 @@
+//! fsync and checkpoint requests.
+//!
+//! **fsync by node chain** (the kernel's roll-forward format). A regular file's data blocks
+//! are already written (out of place) when `write` returns; what is not on disk is the dirty
+//! direct nodes (the inode and its direct nodes) that point at them. fsync writes those to the
+//! warm-node log, right where the last checkpoint left it, so that they form the chain that
+//! roll-forward recovery walks (`recovery.rs`, and Linux at mount): each carries the last
+//! checkpoint's cp_ver (with its CRC under CRC_RECOVERY) and the address of the next block of
+//! the log. The file's direct nodes go first and its inode last; only the inode carries the
+//! FSYNC mark (and DENT when the file's directory entry is in no checkpoint yet), so the inode
+//! is the commit record of the fsync: recovery replays a file's chain blocks up to its last
+//! FSYNC-marked block, and a torn fsync (some nodes landed, not its inode) replays nothing of
+//! itself. Linux's recovery replays every chain block of a file it lists, so it reads our
+//! chains the same way.
+//!
+//! In `fsync_mode=posix` the device cache is flushed before the nodes when data went out since
+//! the last flush (so that a replayed node never points at data that did not land: Linux does
+//! not order these and can show garbage in an unacknowledged range after a power cut), and
+//! after them. `nobarrier` issues no flush; `strict` also checkpoints for a file whose entry
+//! is in no checkpoint.
+//!
+//! **A checkpoint instead**, where recovery could not rebuild the file's place in the tree
+//! from the chain (the kernel's rules, see `checkpoint_reason`): not a regular file, hard
+//! links, a rename, link or unlink since the last checkpoint, freed blocks (truncate, punch),
+//! xattr changes, a directory that is itself not in a checkpoint, or not enough room.
+//!
+//! **Merging** (`checkpoint_merge`, on by default): a request is served by any checkpoint
+//! that began after it. Requests made while one runs all wait for the write lock; the first
+//! to get it writes the next checkpoint, which the others find done when they get the lock.
+//! So at most one checkpoint is in flight and one queued, whatever the number of callers.
+
+use crate::checkpoint::{write_checkpoint, write_nodes, write_runs, WriteState};
+use crate::error::{Error, Result};
+use crate::fs::{Fs, FsyncMode};
+use crate::segment::Log;
+use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use uf2fs_device::IoCause;
+use uf2fs_format::inode::{FileType, I_ADDR_OFFSET};
+use uf2fs_format::node::{is_indirect, Footer, DENT_BIT, FOOTER_OFFSET, FSYNC_BIT};
+use uf2fs_format::inode::inline_flags;
+use uf2fs_format::node::XATTR_NODE_OFFSET;
+use uf2fs_format::Block;
+
+/// Blocks kept free beyond a chain's own, so that recovery and its checkpoint fit.
+const CHAIN_RESERVE: u64 = 2048;
+
+impl Fs {
+    /// Makes `ino` durable: its data and what reaches it. `datasync` (fdatasync) may skip an
+    /// inode whose only change is its times. See the module comment and docs/design.md.
+    pub fn fsync(&self, ino: u32, datasync: bool) -> Result<()> {
+        {
+            let mut ws = self.ws()?;
+            ws.fsync_stats.requests += 1;
+            match self.checkpoint_reason(&ws, ino)? {
+                None => {
+                    let r = self.fsync_chain(&mut ws, ino, datasync);
+                    if let Err(e) = &r {
+                        if matches!(e, Error::Io { .. } | Error::Corrupt(_) | Error::NoSpace) {
+                            ws.failed = Some(format!("fsync: {e}"));
+                        }
+                    }
+                    return r;
+                }
+                Some(why) => {
+                    tracing::debug!("fsync of inode {ino} writes a checkpoint: {why}");
+                    ws.fsync_stats.by_checkpoint += 1;
+                }
+            }
+        }
+        self.request_checkpoint()
+    }
+
+    /// A checkpoint that begins after this call (or one begun since, with merging on).
+    pub(crate) fn request_checkpoint(&self) -> Result<()> {
+        let vol = self.vol();
+        let target = vol.cp_started.load(Ordering::SeqCst) + 1;
+        let mut ws = self.ws()?;
+        ws.checkpoint_requests += 1;
+        if vol.options.checkpoint_merge && ws.checkpoints >= target {
+            ws.fsync_stats.merged += 1;
+            return Ok(());
+        }
+        write_checkpoint(vol, &mut ws, false)
+    }
+
+    /// Why an fsync of `ino` must write a checkpoint; `None` when the node chain will do.
+    fn checkpoint_reason(&self, ws: &WriteState, ino: u32) -> Result<Option<&'static str>> {
+        let i = self.inode(ino)?;
+        let v = self.vol();
+        Ok(if i.file_type != FileType::Regular {
+            Some("not a regular file")
+        } else if i.links != 1 {
+            Some("not exactly one link")
+        } else if ws.needs_cp.contains(&ino) {
+            Some("renamed, linked, truncated or xattrs changed since the last checkpoint")
+        } else if ws.born.contains(&i.pino) || i.pino == 0 {
+            Some("its directory is not in a checkpoint")
+        } else if v.options.fsync_mode == FsyncMode::Strict && ws.born.contains(&ino) {
+            Some("fsync_mode=strict and its entry is not in a checkpoint")
+        } else if ws.segs.writable_blocks()
+            < v.nodes.dirty_count() as u64 * 2 + CHAIN_RESERVE
+        {
+            Some("too little room to keep a roll-forward chain")
+        } else {
+            None
+        })
+    }
+
+    /// Writes the file's dirty direct nodes and its inode (last, marked) to the chain.
+    fn fsync_chain(&self, ws: &mut WriteState, ino: u32, datasync: bool) -> Result<()> {
+        let v = self.vol();
+        let barrier = v.options.fsync_mode != FsyncMode::Nobarrier;
+        let mut dnodes = v.nodes.dirty_of(ino, |nid, f| {
+            nid != ino && !is_indirect(u64::from(f.ofs())) && f.ofs() != XATTR_NODE_OFFSET
+        })?;
+        let mut inode = v.nodes.dirty_of(ino, |nid, f| nid == ino && f.ofs() == 0)?;
+        if dnodes.is_empty() {
+            let times_only = match inode.get(&ino) {
+                Some((b, _)) => datasync && self.only_times_differ(ino, b)?,
+                None => true,
+            };
+            if times_only {
+                // Nothing a read of the data needs is dirty: the data blocks only need to land.
+                if barrier && ws.data_since_flush {
+                    v.dev
+                        .flush()
+                        .map_err(|e| Error::io("flush for fsync", e))?;
+                    ws.data_since_flush = false;
+                }
+                ws.fsync_stats.by_node_chain += 1;
+                return Ok(());
+            }
+        }
+        if inode.is_empty() {
+            // The inode is the fsync's commit record: written even when unchanged.
+            let b = v.nodes.read(
+                &*v.dev,
+                &v.nat,
+                ino,
+                crate::node::Expect { ino, ofs: 0 },
+            )?;
+            inode.insert(ino, (b, Log::WarmNode));
+        }
+        // The chain is the warm-node log, whatever log a node would go to at a checkpoint.
+        for (_, log) in dnodes.values_mut().chain(inode.values_mut()) {
+            *log = Log::WarmNode;
+        }
+        if barrier && ws.data_since_flush {
+            v.dev
+                .flush()
+                .map_err(|e| Error::io("flush of data before the fsync's nodes", e))?;
+            ws.data_since_flush = false;
+        }
+        let dent = if ws.born.contains(&ino) && !ws.fsynced.contains(&ino) {
+            DENT_BIT
+        } else {
+            0
+        };
+        let mut writes: BTreeMap<u32, Block> = write_nodes(v, ws, &dnodes, |_, _| 0)?;
+        writes.extend(write_nodes(v, ws, &inode, |_, _| FSYNC_BIT | dent)?);
+        write_runs(v, &writes, IoCause::Node)?;
+        v.nodes.written(&dnodes);
+        v.nodes.written(&inode);
+        if barrier {
+            v.dev
+                .flush()
+                .map_err(|e| Error::io("flush after the fsync's nodes", e))?;
+        }
+        ws.fsynced.insert(ino);
+        ws.fsync_stats.by_node_chain += 1;
+        ws.fsync_stats.chain_blocks += writes.len() as u64;
+        Ok(())
+    }
+
+    /// Whether the dirty inode block `b` differs from the one on disk only in its times (and
+    /// so in its checksum): then fdatasync need not write it.
+    fn only_times_differ(&self, ino: u32, b: &Arc<Block>) -> Result<bool> {
+        let v = self.vol();
+        let Some(e) = v.nat.lookup(&*v.dev, ino)? else {
+            return Ok(false);
+        };
+        if e.block_addr == uf2fs_format::NEW_ADDR {
+            return Ok(false);
+        }
+        let old = crate::mount::read_block(&*v.dev, e.block_addr.into(), IoCause::Node, "inode")?;
+        let masked = |blk: &Block| -> Vec<u8> {
+            let mut c = blk.to_vec();
+            // atime, ctime, mtime and their nanoseconds; the footer; the inode checksum, which
+            // exists only in the extra area (else those bytes are an address slot).
+            let sum = if blk.get(3).is_some_and(|i| i & inline_flags::EXTRA_ATTR != 0) {
+                I_ADDR_OFFSET + 8..I_ADDR_OFFSET + 12
+            } else {
+                0..0
+            };
+            for r in [32..68, sum, FOOTER_OFFSET..c.len()] {
+                if let Some(s) = c.get_mut(r) {
+                    s.fill(0);
+                }
+            }
+            c
+        };
+        let f = Footer::of(&old);
+        Ok(f.nid == ino && masked(&old) == masked(b))
+    }
+}
