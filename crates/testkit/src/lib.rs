@@ -8,7 +8,6 @@ use std::io::Write;
 use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::OnceLock;
 
 /// The workspace root.
 pub fn root() -> PathBuf {
@@ -70,20 +69,35 @@ pub fn run(cmd: &mut Command) -> String {
 
 /// The static treesum binary, built once.
 pub fn treesum() -> PathBuf {
-    static BIN: OnceLock<PathBuf> = OnceLock::new();
-    BIN.get_or_init(|| {
-        let dir = root().join("target/testkit");
-        fs::create_dir_all(&dir).expect("target/testkit");
-        let bin = dir.join("treesum");
-        let tmp = dir.join(format!("treesum.{}", std::process::id()));
-        run(Command::new("gcc")
-            .args(["-O2", "-static", "-o"])
-            .arg(&tmp)
-            .arg(shared_tools().join("treesum.c")));
-        fs::rename(&tmp, &bin).expect("install treesum");
-        bin
-    })
-    .clone()
+    static_bin("treesum", &shared_tools().join("treesum.c"))
+}
+
+/// A static helper from `tests/images/NAME.c` (such as `shutdown`), built once per target dir:
+/// the same binary runs in the kernel-f2fs guest and on the host.
+pub fn image_helper(name: &str) -> PathBuf {
+    static_bin(name, &root().join("tests/images").join(format!("{name}.c")))
+}
+
+/// `gcc -O2 -static` of `src` into target/testkit/NAME, once per process and name.
+fn static_bin(name: &str, src: &Path) -> PathBuf {
+    static BUILT: std::sync::Mutex<Vec<(String, PathBuf)>> = std::sync::Mutex::new(Vec::new());
+    let mut built = BUILT.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((_, bin)) = built.iter().find(|(n, _)| n == name) {
+        return bin.clone();
+    }
+    let dir = root().join("target/testkit");
+    fs::create_dir_all(&dir).expect("target/testkit");
+    let bin = dir.join(name);
+    // Built beside and renamed into place, so a test binary running in parallel never sees
+    // half a file.
+    let tmp = dir.join(format!("{name}.{}", std::process::id()));
+    run(Command::new("gcc")
+        .args(["-O2", "-static", "-Wall", "-o"])
+        .arg(&tmp)
+        .arg(src));
+    fs::rename(&tmp, &bin).unwrap_or_else(|e| panic!("install {name}: {e}"));
+    built.push((name.to_owned(), bin.clone()));
+    bin
 }
 
 /// Sorted treesum lines of `dir` with `fields` (None: all default fields).
@@ -389,9 +403,19 @@ impl KernelRun {
 /// Runs `job` (busybox sh, in /mnt) on `img` under Linux through ../shared/tools/kernel-f2fs,
 /// with the static treesum in `$PAYLOAD`.
 pub fn kernel_f2fs(img: &Path, job: &str, work: &Path) -> KernelRun {
+    kernel_f2fs_with(img, job, work, &[])
+}
+
+/// [`kernel_f2fs`] with more files in `$PAYLOAD` (each under its own file name): static
+/// helpers, expected checksums...
+pub fn kernel_f2fs_with(img: &Path, job: &str, work: &Path, payload_files: &[&Path]) -> KernelRun {
     let payload = work.join("payload");
     fs::create_dir_all(&payload).expect("payload dir");
     fs::copy(treesum(), payload.join("treesum")).expect("copy treesum");
+    for f in payload_files {
+        let name = f.file_name().expect("payload file name");
+        fs::copy(f, payload.join(name)).unwrap_or_else(|e| panic!("payload {}: {e}", f.display()));
+    }
     let job_path = work.join("job.sh");
     fs::write(&job_path, job).expect("job");
     let out = work.join("kernel-out");
