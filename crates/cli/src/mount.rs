@@ -186,8 +186,30 @@ fn print_status(out: &mut impl Write, v: &Value) -> std::io::Result<()> {
             "not cleanly unmounted"
         }
     )?;
+    writeln!(
+        out,
+        "              {} requests served by a checkpoint begun after them (merged)",
+        n("/checkpoints/merged")
+    )?;
     if v.get("fsync_requests").is_some() {
-        writeln!(out, "fsync:        {} requests", n("/fsync_requests"))?;
+        writeln!(
+            out,
+            "fsync:        {} requests: {} by node chain ({} node blocks), {} by checkpoint",
+            n("/fsync_requests"),
+            n("/fsync/by_node_chain"),
+            n("/fsync/chain_blocks"),
+            n("/fsync/by_checkpoint")
+        )?;
+    }
+    if v.pointer("/recovery/chain_blocks").is_some() {
+        writeln!(
+            out,
+            "recovery:     {} chain blocks replayed at mount: {} files, {} entries, {} block pointers",
+            n("/recovery/chain_blocks"),
+            n("/recovery/inodes"),
+            n("/recovery/dentries"),
+            n("/recovery/addresses")
+        )?;
     }
     writeln!(
         out,

@@ -334,11 +334,14 @@ fn uf2fs_fsync_then_kill_recovers_in_linux() {
         run(Command::new("kill").args(["-KILL", &pid.to_string()]));
         let _ = Command::new("fusermount3").arg("-uz").arg(d).status();
     });
-    // Until issue 6 lands, uf2fs's fsync writes a whole checkpoint (flags include `umount`),
-    // so Linux has nothing to roll forward and this test passes without recovery. With
-    // node-chain fsync the checkpoint is the base's `uf2fs sync` (or one the kernel's rules
-    // call for) and Linux must replay the chain: the same assertions then test recovery.
+    // fsync writes node chains: the checkpoint on disk is the one the kernel's rules called
+    // for (the new directory's first file, the rename), and the other five fsyncs are only in
+    // the chain, which Linux must replay.
     eprintln!("after SIGKILL: checkpoint flags {:?}", cp_flags(&img));
+    assert!(
+        !is_clean_umount(&img),
+        "the crash image has a clean unmount's checkpoint: nothing was left to recover"
+    );
 
     let (k, files, linux) = linux_check(&img, &sums, &dir.join("k"));
     eprintln!(
@@ -347,6 +350,11 @@ fn uf2fs_fsync_then_kill_recovers_in_linux() {
         recovery_lines(&k).join("\n")
     );
     assert_eq!(files, FILES_AFTER, "the regular files Linux sees");
+    let inodes = recovery_lines(&k)
+        .iter()
+        .filter(|l| l.contains("recover_inode"))
+        .count();
+    assert_eq!(inodes, 5, "Linux replays the five files fsync'd by node chain");
     assert_same_view(
         &live,
         &without_dir_mtimes(&linux),
@@ -357,7 +365,6 @@ fn uf2fs_fsync_then_kill_recovers_in_linux() {
 }
 
 #[test]
-#[ignore = "needs roll-forward recovery (issue 6)"]
 fn linux_fsync_then_shutdown_recovers_in_uf2fs() {
     let dir = scratch("recovery-shutdown");
     let img = dir.join("img");

@@ -246,6 +246,83 @@ impl BlockDevice for FileDevice {
     }
 }
 
+/// A read-only device seen through an in-memory layer that takes writes: what a read-only
+/// mount uses to replay the roll-forward chain without writing the device (the engine's
+/// recovery writes a few blocks, directory entries of recovered files, to places the last
+/// checkpoint does not use). Blocks written are kept until the overlay is dropped.
+pub struct OverlayDevice {
+    base: Box<dyn BlockDevice>,
+    written: std::sync::RwLock<std::collections::HashMap<u64, Box<[u8; BLOCK_SIZE]>>>,
+    counters: IoCounters,
+}
+
+impl OverlayDevice {
+    pub fn new(base: Box<dyn BlockDevice>) -> OverlayDevice {
+        OverlayDevice {
+            base,
+            written: std::sync::RwLock::new(std::collections::HashMap::new()),
+            counters: IoCounters::default(),
+        }
+    }
+
+    /// Blocks held in memory.
+    pub fn overlay_blocks(&self) -> usize {
+        self.written.read().map(|w| w.len()).unwrap_or(0)
+    }
+}
+
+impl BlockDevice for OverlayDevice {
+    fn block_count(&self) -> u64 {
+        self.base.block_count()
+    }
+
+    fn read_blocks(&self, blkaddr: u64, buf: &mut [u8], cause: IoCause) -> io::Result<()> {
+        self.base.read_blocks(blkaddr, buf, cause)?;
+        let w = self.written.read().map_err(|_| poisoned())?;
+        if !w.is_empty() {
+            for (i, chunk) in buf.chunks_mut(BLOCK_SIZE).enumerate() {
+                if let Some(b) = w.get(&(blkaddr + i as u64)) {
+                    chunk.copy_from_slice(&b[..chunk.len()]);
+                }
+            }
+        }
+        self.counters
+            .record_read(cause, (buf.len() / BLOCK_SIZE) as u64);
+        Ok(())
+    }
+
+    fn write_blocks(&self, blkaddr: u64, buf: &[u8], cause: IoCause) -> io::Result<()> {
+        let end = blkaddr.checked_add((buf.len() / BLOCK_SIZE) as u64);
+        if !buf.len().is_multiple_of(BLOCK_SIZE) || end.is_none_or(|e| e > self.block_count()) {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                format!("blocks at {blkaddr} are past the end of the device"),
+            ));
+        }
+        let mut w = self.written.write().map_err(|_| poisoned())?;
+        for (i, chunk) in buf.chunks_exact(BLOCK_SIZE).enumerate() {
+            let mut b = Box::new([0u8; BLOCK_SIZE]);
+            b.copy_from_slice(chunk);
+            w.insert(blkaddr + i as u64, b);
+        }
+        self.counters
+            .record_write(cause, (buf.len() / BLOCK_SIZE) as u64);
+        Ok(())
+    }
+
+    fn flush(&self) -> io::Result<()> {
+        Ok(())
+    }
+
+    fn counters(&self) -> &IoCounters {
+        &self.counters
+    }
+
+    fn is_read_only(&self) -> bool {
+        false
+    }
+}
+
 /// A device in memory: for tests, fuzzing and crash experiments.
 pub struct MemDevice {
     data: std::sync::RwLock<Vec<u8>>,

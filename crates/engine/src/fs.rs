@@ -261,11 +261,16 @@ impl Fs {
                 Vec::new()
             }
         };
+        let mut dev = dev;
         let write = if writable {
             Some(Mutex::new(Fs::write_state(&*dev, &m)?))
         } else if !chain.is_empty() {
             match Fs::write_state(&*dev, &m) {
-                Ok(ws) => Some(Mutex::new(ws)),
+                Ok(ws) => {
+                    // Replayed in memory: the few blocks recovery writes stay in an overlay.
+                    dev = Box::new(uf2fs_device::OverlayDevice::new(dev));
+                    Some(Mutex::new(ws))
+                }
                 Err(e) => {
                     notes.push(format!(
                         "{} node blocks fsync'd after the last checkpoint are not shown: {e}",

@@ -178,10 +178,9 @@ impl Fs {
     /// so in its checksum): then fdatasync need not write it.
     fn only_times_differ(&self, ino: u32, b: &Arc<Block>) -> Result<bool> {
         let v = self.vol();
-        let Some(e) = v.nat.lookup(&*v.dev, ino)? else {
-            return Ok(false);
-        };
-        if e.block_addr == uf2fs_format::NEW_ADDR {
+        // A new inode (NEW_ADDR) has no copy on disk to compare with.
+        let e = v.nat.entry(&*v.dev, ino)?;
+        if e.is_free() || !v.layout.in_main(e.block_addr) {
             return Ok(false);
         }
         let old = crate::mount::read_block(&*v.dev, e.block_addr.into(), IoCause::Node, "inode")?;

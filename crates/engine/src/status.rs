@@ -21,6 +21,10 @@ pub struct Status {
     /// Segments emptied since the last checkpoint; free after the next one.
     pub prefree_segments: u32,
     pub checkpoints: CheckpointStats,
+    /// How fsyncs were served since mount (engine side; the FUSE layer counts requests too).
+    pub fsync: crate::checkpoint::FsyncStats,
+    /// What roll-forward recovery replayed at mount (none: there was no chain).
+    pub recovery: Option<crate::checkpoint::RecoveryStats>,
     pub gc: GcStats,
     pub io: IoStats,
 }
@@ -31,6 +35,8 @@ pub struct CheckpointStats {
     pub requested: u64,
     /// Checkpoints written.
     pub written: u64,
+    /// Requests served by a checkpoint that another caller had begun after them (merging).
+    pub merged: u64,
 }
 
 /// The cleaner's work. uf2fs has no cleaner yet: only segments that empty on their own come
@@ -82,14 +88,21 @@ impl Fs {
                     CheckpointStats {
                         requested: ws.checkpoint_requests,
                         written: ws.checkpoints,
+                        merged: ws.fsync_stats.merged,
                     },
+                    ws.fsync_stats,
                 ))
             }
             None => None,
         };
-        let (segments, prefree_segments, checkpoints) = match live {
+        let (segments, prefree_segments, checkpoints, fsync) = match live {
             Some(l) => l,
-            None => (self.segment_usage()?, 0, CheckpointStats::default()),
+            None => (
+                self.segment_usage()?,
+                0,
+                CheckpointStats::default(),
+                Default::default(),
+            ),
         };
         Ok(Status {
             writable: self.is_writable(),
@@ -102,6 +115,8 @@ impl Fs {
             segments,
             prefree_segments,
             checkpoints,
+            fsync,
+            recovery: self.vol().recovery,
             gc: GcStats::default(),
             io,
         })
