@@ -339,7 +339,7 @@ fn uf2fs_fsync_then_kill_recovers_in_linux() {
     // the chain, which Linux must replay.
     eprintln!("after SIGKILL: checkpoint flags {:?}", cp_flags(&img));
     assert!(
-        !is_clean_umount(&img),
+        !clean_unmount(&img),
         "the crash image has a clean unmount's checkpoint: nothing was left to recover"
     );
 
