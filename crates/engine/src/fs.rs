@@ -452,12 +452,19 @@ impl Fs {
         self.request_checkpoint()
     }
 
+    /// Writes the checkpoint of a clean unmount (UMOUNT, with node summaries): for a caller
+    /// that shares the volume and ends its use (the FUSE daemon after the kernel let go).
+    /// Later changes are still possible; the next checkpoint is a normal one again.
+    pub fn final_checkpoint(&self) -> Result<()> {
+        let mut ws = self.ws()?;
+        ws.checkpoint_requests += 1;
+        write_checkpoint(&self.vol, &mut ws, true)
+    }
+
     /// Writes the final checkpoint and closes the volume; returns the device's I/O counters.
     pub fn unmount(self) -> Result<IoSnapshot> {
         if self.vol.write.is_some() {
-            let mut ws = self.ws()?;
-            ws.checkpoint_requests += 1;
-            write_checkpoint(&self.vol, &mut ws, true)?;
+            self.final_checkpoint()?;
         }
         Ok(self.vol.dev.counters().snapshot())
     }

@@ -170,7 +170,7 @@ pub fn serve(
     // The kernel has let go of the mount: make everything durable.
     let mut outcome = served.map_err(|e| format!("serving {}: {e}", mountpoint.display()));
     if fs.is_writable() {
-        if let Err(e) = fs.sync() {
+        if let Err(e) = fs.final_checkpoint() {
             outcome = Err(format!("final checkpoint of {}: {e}", image.display()));
         }
     }
