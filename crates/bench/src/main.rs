@@ -7,6 +7,12 @@
 //! sload.f2fs; then `uf2fs extract` of the whole image is timed against `cat` of the image
 //! file (the raw read of the bytes) and `cp -a` of the source tree (the same files read and
 //! written by the host file system).
+//!
+//! `checkpoint-merge`: seed 002's experiment on a uf2fs FUSE mount, scaled to this machine:
+//! thread A makes 1000 files in dir1, fsyncing dir1 after each (a directory fsync is a
+//! checkpoint), while thread B streams 128 KiB writes and thread(s) C loop (touch a file in
+//! dir2; fsync dir2). A's time and the checkpoints written, with `checkpoint_merge` and with
+//! `nocheckpoint_merge`, alternated in one run.
 
 use clap::{Parser, Subcommand};
 use std::path::{Path, PathBuf};
@@ -38,6 +44,23 @@ enum Cmd {
     Import {
         #[arg(long, default_value = "target/bench/import")]
         dir: PathBuf,
+        #[arg(long, default_value_t = 3)]
+        runs: usize,
+        #[arg(long, default_value = "target/release/uf2fs")]
+        uf2fs: PathBuf,
+    },
+    /// Seed 002: A's 1000 (touch; fsync dir) beside a streaming writer and competing
+    /// checkpoint requests, with checkpoint merging on and off.
+    CheckpointMerge {
+        #[arg(long, default_value = "target/bench/checkpoint-merge")]
+        dir: PathBuf,
+        /// Files thread A makes (each followed by an fsync of its directory).
+        #[arg(long, default_value_t = 1000)]
+        ops: usize,
+        /// Threads doing what thread C does (touch; fsync dir2), each in its own directory.
+        #[arg(long, default_value_t = 1)]
+        competitors: usize,
+        /// Runs per mode (alternated on, off, on, off...; medians reported).
         #[arg(long, default_value_t = 3)]
         runs: usize,
         #[arg(long, default_value = "target/release/uf2fs")]
@@ -257,9 +280,160 @@ fn import(dir: &Path, runs: usize, uf2fs: &Path) {
     println!("JSON: {}", path.display());
 }
 
+/// One run of seed 002's experiment on a fresh image mounted with `opt`: A's seconds and the
+/// mount's status afterwards.
+fn merge_run(
+    dir: &Path,
+    uf2fs: &Path,
+    opt: &str,
+    ops: usize,
+    competitors: usize,
+) -> (f64, serde_json::Value) {
+    use std::fs::{self, File, OpenOptions};
+    use std::io::{Seek, SeekFrom, Write};
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let img = dir.join("img");
+    let mnt = dir.join("mnt");
+    let _ = fs::remove_file(&img);
+    fs::create_dir_all(&mnt).expect("mount point");
+    run(Command::new(uf2fs)
+        .arg("mkfs")
+        .arg(&img)
+        .args(["--size", "2G"]));
+    run(Command::new(uf2fs)
+        .arg("mount")
+        .arg(&img)
+        .arg(&mnt)
+        .args(["-o", opt]));
+    let stop = AtomicBool::new(false);
+    let dir1 = mnt.join("dir1");
+    fs::create_dir(&dir1).expect("dir1");
+    let cdirs: Vec<PathBuf> = (0..competitors)
+        .map(|i| mnt.join(format!("dir2-{i}")))
+        .collect();
+    for d in &cdirs {
+        fs::create_dir(d).expect("dir2");
+    }
+    let secs = std::thread::scope(|s| {
+        // B: 128 KiB writes, over and over a 256 MiB file (no fsync).
+        s.spawn(|| {
+            let mut f = OpenOptions::new()
+                .create(true)
+                .write(true)
+                .open(mnt.join("stream"))
+                .expect("stream file");
+            let buf = vec![0x5au8; 128 << 10];
+            let mut off = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                f.write_all(&buf).expect("stream write");
+                off += buf.len() as u64;
+                if off >= 256 << 20 {
+                    off = 0;
+                    f.seek(SeekFrom::Start(0)).expect("seek");
+                }
+            }
+        });
+        // C: touch a file in its directory, fsync the directory, until A is done.
+        for d in &cdirs {
+            let stop = &stop;
+            s.spawn(move || {
+                let mut n = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    File::create(d.join(format!("f{n}"))).expect("touch in dir2");
+                    File::open(d)
+                        .and_then(|h| h.sync_all())
+                        .expect("fsync dir2");
+                    n += 1;
+                }
+            });
+        }
+        // A: the measured thread.
+        let t = Instant::now();
+        for i in 0..ops {
+            File::create(dir1.join(format!("f{i}"))).expect("touch in dir1");
+            File::open(&dir1)
+                .and_then(|h| h.sync_all())
+                .expect("fsync dir1");
+        }
+        let secs = t.elapsed().as_secs_f64();
+        stop.store(true, Ordering::Relaxed);
+        secs
+    });
+    let out = run(Command::new(uf2fs).arg("status").arg(&mnt).arg("--json"));
+    let status: serde_json::Value = serde_json::from_str(&out).expect("status JSON");
+    run(Command::new(uf2fs).arg("umount").arg(&mnt));
+    (secs, status)
+}
+
+fn checkpoint_merge(dir: &Path, ops: usize, competitors: usize, runs: usize, uf2fs: &Path) {
+    std::fs::create_dir_all(dir).expect("work dir");
+    let modes = ["checkpoint_merge", "nocheckpoint_merge"];
+    let mut results: Vec<Vec<(f64, serde_json::Value)>> = vec![Vec::new(), Vec::new()];
+    for r in 0..runs {
+        for (m, opt) in modes.iter().enumerate() {
+            let (secs, st) = merge_run(dir, uf2fs, opt, ops, competitors);
+            eprintln!("run {r} {opt}: A took {secs:.2} s");
+            results[m].push((secs, st));
+        }
+    }
+    let n = |v: &serde_json::Value, p: &str| {
+        v.pointer(p)
+            .and_then(serde_json::Value::as_u64)
+            .unwrap_or(0)
+    };
+    let mut rows = Vec::new();
+    println!(
+        "seed 002 on a uf2fs FUSE mount: A = {ops} x (touch dir1/f; fsync dir1), B = 128 KiB writes, {competitors} x C = (touch dir2/f; fsync dir2); medians of {runs}"
+    );
+    println!(
+        "{:<20} {:>10} {:>12} {:>12} {:>10} {:>14} {:>16}",
+        "mode", "A (s)", "cp requests", "cp written", "merged", "fsync requests", "fsyncs per cp"
+    );
+    for (m, opt) in modes.iter().enumerate() {
+        let mut by_time = results[m].clone();
+        by_time.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let (secs, st) = &by_time[by_time.len() / 2];
+        let (req, written, merged, fsyncs) = (
+            n(st, "/volume/checkpoints/requested"),
+            n(st, "/volume/checkpoints/written"),
+            n(st, "/volume/checkpoints/merged"),
+            n(st, "/fsync_requests"),
+        );
+        let per = fsyncs as f64 / written.max(1) as f64;
+        println!(
+            "{opt:<20} {secs:>10.2} {req:>12} {written:>12} {merged:>10} {fsyncs:>14} {per:>16.2}"
+        );
+        rows.push(serde_json::json!({
+            "mode": opt, "a_seconds": secs, "all_a_seconds": results[m].iter().map(|r| r.0).collect::<Vec<_>>(),
+            "checkpoints_requested": req, "checkpoints_written": written, "merged": merged,
+            "fsync_requests": fsyncs, "fsyncs_per_checkpoint": per,
+        }));
+    }
+    let ratio =
+        rows[0]["a_seconds"].as_f64().unwrap_or(0.0) / rows[1]["a_seconds"].as_f64().unwrap_or(1.0);
+    println!("A's time, merged / unmerged: {ratio:.2} (goal <= 0.60)");
+    let path = dir.join("checkpoint-merge.json");
+    std::fs::write(
+        &path,
+        serde_json::to_string_pretty(&serde_json::json!({
+            "ops": ops, "competitors": competitors, "runs": runs, "modes": rows, "merged_over_unmerged": ratio,
+        }))
+        .expect("JSON"),
+    )
+    .expect("write JSON");
+    println!("JSON: {}", path.display());
+}
+
 fn main() {
     match Cli::parse().cmd {
         Cmd::Extract { dir, runs, uf2fs } => extract(&dir, runs, &uf2fs),
         Cmd::Import { dir, runs, uf2fs } => import(&dir, runs, &uf2fs),
+        Cmd::CheckpointMerge {
+            dir,
+            ops,
+            competitors,
+            runs,
+            uf2fs,
+        } => checkpoint_merge(&dir, ops, competitors, runs, &uf2fs),
     }
 }

@@ -354,7 +354,10 @@ fn uf2fs_fsync_then_kill_recovers_in_linux() {
         .iter()
         .filter(|l| l.contains("recover_inode"))
         .count();
-    assert_eq!(inodes, 5, "Linux replays the five files fsync'd by node chain");
+    assert_eq!(
+        inodes, 5,
+        "Linux replays the five files fsync'd by node chain"
+    );
     assert_same_view(
         &live,
         &without_dir_mtimes(&linux),

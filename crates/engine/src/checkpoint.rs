@@ -74,6 +74,9 @@ pub(crate) struct WriteState {
     /// Data blocks were written since the last device flush (an fsync flushes them before
     /// its nodes, so that a replayed node never points at data that did not land).
     pub data_since_flush: bool,
+    /// The change sequence number the last checkpoint began at: every change up to it is in
+    /// that checkpoint.
+    pub covered_seq: u64,
 }
 
 /// How fsyncs were served since mount.
@@ -182,8 +185,7 @@ pub(crate) fn write_checkpoint(vol: &Vol, ws: &mut WriteState, umount: bool) -> 
 }
 
 fn checkpoint_inner(vol: &Vol, ws: &mut WriteState, umount: bool) -> Result<()> {
-    vol.cp_started
-        .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    let start_seq = vol.change_seq.load(std::sync::atomic::Ordering::SeqCst);
     let dev = &*vol.dev;
     let io = |what: String| move |e: std::io::Error| Error::io(what, e);
     ws.segs.now = ws.elapsed();
@@ -347,6 +349,11 @@ fn checkpoint_inner(vol: &Vol, ws: &mut WriteState, umount: bool) -> Result<()> 
     ws.segs.prefree.clear();
     ws.segs.reserved.clear();
     ws.cp_crc = crc;
+    // Every change made so far is in this checkpoint (none runs during one: the write lock).
+    ws.covered_seq = start_seq;
+    if let Ok(mut l) = vol.last_change.lock() {
+        l.clear();
+    }
     ws.born.clear();
     ws.fsynced.clear();
     ws.needs_cp.clear();

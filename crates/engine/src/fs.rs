@@ -47,8 +47,11 @@ pub(crate) struct Vol {
     /// The writable state; `None` for a read-only mount.
     pub(crate) write: Option<Mutex<WriteState>>,
     pub(crate) options: Options,
-    /// Checkpoints begun since mount (a request is served by any checkpoint begun after it).
-    pub(crate) cp_started: std::sync::atomic::AtomicU64,
+    /// Changes made since mount (each `changing` call is one), and the last change to each
+    /// inode since the last checkpoint began: a checkpoint request is served by any
+    /// checkpoint that began after the last change it must cover (merging).
+    pub(crate) change_seq: std::sync::atomic::AtomicU64,
+    pub(crate) last_change: Mutex<HashMap<u32, u64>>,
     /// What roll-forward recovery did at mount, if there was a chain to replay.
     pub(crate) recovery: Option<crate::checkpoint::RecoveryStats>,
 }
@@ -303,7 +306,8 @@ impl Fs {
             cp: m.cp,
             write,
             options: Options::default(),
-            cp_started: std::sync::atomic::AtomicU64::new(0),
+            change_seq: std::sync::atomic::AtomicU64::new(0),
+            last_change: Mutex::new(HashMap::new()),
             recovery: None,
             cur_summaries: m
                 .summaries
@@ -428,6 +432,7 @@ impl Fs {
             needs_cp: Default::default(),
             fsync_stats: Default::default(),
             data_since_flush: false,
+            covered_seq: 0,
         })
     }
 
@@ -449,7 +454,7 @@ impl Fs {
 
     /// Writes a checkpoint: everything changed so far becomes durable.
     pub fn sync(&self) -> Result<()> {
-        self.request_checkpoint()
+        self.request_checkpoint(None)
     }
 
     /// Writes the checkpoint of a clean unmount (UMOUNT, with node summaries): for a caller

@@ -37,10 +37,10 @@ use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use uf2fs_device::IoCause;
-use uf2fs_format::inode::{FileType, I_ADDR_OFFSET};
-use uf2fs_format::node::{is_indirect, Footer, DENT_BIT, FOOTER_OFFSET, FSYNC_BIT};
 use uf2fs_format::inode::inline_flags;
+use uf2fs_format::inode::{FileType, I_ADDR_OFFSET};
 use uf2fs_format::node::XATTR_NODE_OFFSET;
+use uf2fs_format::node::{is_indirect, Footer, DENT_BIT, FOOTER_OFFSET, FSYNC_BIT};
 use uf2fs_format::Block;
 
 /// Blocks kept free beyond a chain's own, so that recovery and its checkpoint fit.
@@ -69,16 +69,28 @@ impl Fs {
                 }
             }
         }
-        self.request_checkpoint()
+        self.request_checkpoint(Some(ino))
     }
 
-    /// A checkpoint that begins after this call (or one begun since, with merging on).
-    pub(crate) fn request_checkpoint(&self) -> Result<()> {
+    /// A checkpoint that holds every change made so far (`ino`: every change to that inode,
+    /// which for a directory includes its entries). With merging on, one that began after
+    /// those changes serves: the one that just ended, or the next, which the first waiter to
+    /// get the write lock writes for all. With it off, every request writes its own.
+    pub(crate) fn request_checkpoint(&self, ino: Option<u32>) -> Result<()> {
         let vol = self.vol();
-        let target = vol.cp_started.load(Ordering::SeqCst) + 1;
+        let need = match ino {
+            Some(ino) => vol
+                .last_change
+                .lock()
+                .map_err(|_| Error::InvalidArgument("internal lock poisoned"))?
+                .get(&ino)
+                .copied()
+                .unwrap_or(0),
+            None => vol.change_seq.load(Ordering::SeqCst),
+        };
         let mut ws = self.ws()?;
         ws.checkpoint_requests += 1;
-        if vol.options.checkpoint_merge && ws.checkpoints >= target {
+        if vol.options.checkpoint_merge && ws.checkpoints > 0 && ws.covered_seq >= need {
             ws.fsync_stats.merged += 1;
             return Ok(());
         }
@@ -99,9 +111,7 @@ impl Fs {
             Some("its directory is not in a checkpoint")
         } else if v.options.fsync_mode == FsyncMode::Strict && ws.born.contains(&ino) {
             Some("fsync_mode=strict and its entry is not in a checkpoint")
-        } else if ws.segs.writable_blocks()
-            < v.nodes.dirty_count() as u64 * 2 + CHAIN_RESERVE
-        {
+        } else if ws.segs.writable_blocks() < v.nodes.dirty_count() as u64 * 2 + CHAIN_RESERVE {
             Some("too little room to keep a roll-forward chain")
         } else {
             None
@@ -124,9 +134,7 @@ impl Fs {
             if times_only {
                 // Nothing a read of the data needs is dirty: the data blocks only need to land.
                 if barrier && ws.data_since_flush {
-                    v.dev
-                        .flush()
-                        .map_err(|e| Error::io("flush for fsync", e))?;
+                    v.dev.flush().map_err(|e| Error::io("flush for fsync", e))?;
                     ws.data_since_flush = false;
                 }
                 ws.fsync_stats.by_node_chain += 1;
@@ -135,12 +143,9 @@ impl Fs {
         }
         if inode.is_empty() {
             // The inode is the fsync's commit record: written even when unchanged.
-            let b = v.nodes.read(
-                &*v.dev,
-                &v.nat,
-                ino,
-                crate::node::Expect { ino, ofs: 0 },
-            )?;
+            let b = v
+                .nodes
+                .read(&*v.dev, &v.nat, ino, crate::node::Expect { ino, ofs: 0 })?;
             inode.insert(ino, (b, Log::WarmNode));
         }
         // The chain is the warm-node log, whatever log a node would go to at a checkpoint.
@@ -188,7 +193,10 @@ impl Fs {
             let mut c = blk.to_vec();
             // atime, ctime, mtime and their nanoseconds; the footer; the inode checksum, which
             // exists only in the extra area (else those bytes are an address slot).
-            let sum = if blk.get(3).is_some_and(|i| i & inline_flags::EXTRA_ATTR != 0) {
+            let sum = if blk
+                .get(3)
+                .is_some_and(|i| i & inline_flags::EXTRA_ATTR != 0)
+            {
                 I_ADDR_OFFSET + 8..I_ADDR_OFFSET + 12
             } else {
                 0..0

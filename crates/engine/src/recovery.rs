@@ -48,14 +48,15 @@ pub(crate) struct Link {
 }
 
 fn corrupt(addr: u32, why: &'static str) -> Error {
-    Error::Corrupt(CorruptKind::Recovery {
-        blkaddr: addr,
-        why,
-    })
+    Error::Corrupt(CorruptKind::Recovery { blkaddr: addr, why })
 }
 
 /// The chain after checkpoint `cp`, in order (empty when nothing was fsync'd after it).
-pub(crate) fn read_chain(dev: &dyn BlockDevice, layout: &Layout, cp: &Checkpoint) -> Result<Vec<Link>> {
+pub(crate) fn read_chain(
+    dev: &dyn BlockDevice,
+    layout: &Layout,
+    cp: &Checkpoint,
+) -> Result<Vec<Link>> {
     let Some(c) = cp.cursegs.get(CURSEG_WARM_NODE) else {
         return Ok(Vec::new());
     };
@@ -73,7 +74,10 @@ pub(crate) fn read_chain(dev: &dyn BlockDevice, layout: &Layout, cp: &Checkpoint
     let mut chain = Vec::new();
     while layout.in_main(addr) && u64::from(addr) < dev.block_count() {
         if !seen.insert(addr) || chain.len() as u64 >= limit {
-            return Err(corrupt(addr, "the chain comes back to a block it has visited"));
+            return Err(corrupt(
+                addr,
+                "the chain comes back to a block it has visited",
+            ));
         }
         let b = read_block(dev, addr.into(), IoCause::Node, "roll-forward chain")?;
         let footer = Footer::of(&b);
@@ -148,7 +152,10 @@ impl Fs {
             let exists = match v.nat.lookup(dev, f.ino) {
                 Ok(e) => e.is_some(),
                 Err(_) => {
-                    notes.push(format!("recovery: block {} names nid {} out of range; skipped", l.addr, f.ino));
+                    notes.push(format!(
+                        "recovery: block {} names nid {} out of range; skipped",
+                        l.addr, f.ino
+                    ));
                     continue;
                 }
             };
@@ -175,7 +182,9 @@ impl Fs {
                 continue;
             }
             if t.create {
-                let Some(l) = t.dent.and_then(|i| chain.get(i)) else { continue };
+                let Some(l) = t.dent.and_then(|i| chain.get(i)) else {
+                    continue;
+                };
                 let b = read_block(dev, l.addr.into(), IoCause::Node, "roll-forward inode")?;
                 self.make_inode(ws, ino, &b)?;
             }
@@ -186,14 +195,19 @@ impl Fs {
         // 3. Replay, in chain order.
         for (i, l) in chain.iter().enumerate() {
             let f = &l.footer;
-            let Some(t) = targets.get(&f.ino) else { continue };
+            let Some(t) = targets.get(&f.ino) else {
+                continue;
+            };
             if i > t.commit || !is_dnode(f) {
                 continue;
             }
             let b = read_block(dev, l.addr.into(), IoCause::Node, "roll-forward node")?;
             let mut e = self.edit(f.ino)?;
             if e.inode.file_type != FileType::Regular {
-                return Err(corrupt(l.addr, "fsync'd node of an inode that is not a regular file"));
+                return Err(corrupt(
+                    l.addr,
+                    "fsync'd node of an inode that is not a regular file",
+                ));
             }
             stats.addresses += if f.ofs() == 0 {
                 self.replay_inode(ws, &mut e, &b, l.addr)?
@@ -206,7 +220,9 @@ impl Fs {
         for &ino in &order {
             let Some(t) = targets.get(&ino) else { continue };
             stats.inodes += 1;
-            let Some(l) = t.dent.and_then(|i| chain.get(i)) else { continue };
+            let Some(l) = t.dent.and_then(|i| chain.get(i)) else {
+                continue;
+            };
             let b = read_block(dev, l.addr.into(), IoCause::Node, "roll-forward inode")?;
             let ci = Inode::parse(&b, ino, &v.sb)?;
             match self.lookup(ci.pino, &ci.name) {
@@ -248,10 +264,19 @@ impl Fs {
         }
         match self.inode(ci.pino) {
             Ok(p) if p.file_type == FileType::Directory => {}
-            _ => return Ok(Some(format!("its recorded parent {} is not a directory", ci.pino))),
+            _ => {
+                return Ok(Some(format!(
+                    "its recorded parent {} is not a directory",
+                    ci.pino
+                )))
+            }
         }
         if let Ok(x) = self.lookup(ci.pino, &ci.name) {
-            if x != ino && self.inode(x).is_ok_and(|i| i.file_type == FileType::Directory) {
+            if x != ino
+                && self
+                    .inode(x)
+                    .is_ok_and(|i| i.file_type == FileType::Directory)
+            {
                 return Ok(Some("its name belongs to a directory".into()));
             }
         }
@@ -268,7 +293,8 @@ impl Fs {
         if let (Some(dst), Some(src)) = (b.get_mut(..head), c.get(..head)) {
             dst.copy_from_slice(src);
         }
-        let keep = inline_flags::INLINE_XATTR | inline_flags::EXTRA_ATTR | inline_flags::INLINE_DATA;
+        let keep =
+            inline_flags::INLINE_XATTR | inline_flags::EXTRA_ATTR | inline_flags::INLINE_DATA;
         if let Some(x) = b.get_mut(3) {
             *x &= keep;
         }
@@ -317,7 +343,13 @@ impl Fs {
 
     /// Replays an inode block of the chain: attributes, inline data and xattrs, and the block
     /// pointers of its address slots. Returns the pointers changed.
-    fn replay_inode(&self, ws: &mut WriteState, e: &mut Editing, c: &Block, at: u32) -> Result<u64> {
+    fn replay_inode(
+        &self,
+        ws: &mut WriteState,
+        e: &mut Editing,
+        c: &Block,
+        at: u32,
+    ) -> Result<u64> {
         let ci = Inode::parse(c, e.ino, &self.vol().sb)?;
         if ci.file_type != FileType::Regular {
             return Err(corrupt(at, "fsync'd inode is not a regular file"));
@@ -334,14 +366,20 @@ impl Fs {
                 let r = e.inline_range();
                 let src = ci.inline_area();
                 let n = src.len().min(r.len());
-                if let (Some(dst), Some(src)) = (e.block.get_mut(r.start..r.start + n), src.get(..n)) {
+                if let (Some(dst), Some(src)) =
+                    (e.block.get_mut(r.start..r.start + n), src.get(..n))
+                {
                     dst.copy_from_slice(src);
                 }
-                let flags = (e.inline() & !inline_flags::DATA_EXIST) | (ci.inline & inline_flags::DATA_EXIST);
+                let flags = (e.inline() & !inline_flags::DATA_EXIST)
+                    | (ci.inline & inline_flags::DATA_EXIST);
                 e.set_inline(flags);
             }
             (true, false) => {
-                return Err(corrupt(at, "fsync'd inode keeps inline data, the file has blocks"))
+                return Err(corrupt(
+                    at,
+                    "fsync'd inode keeps inline data, the file has blocks",
+                ))
             }
             (false, true) => self.inline_to_blocks(ws, e, &[])?,
             (false, false) => {}
@@ -369,7 +407,13 @@ impl Fs {
     }
 
     /// Replays a direct node of the chain at tree offset `ofs`: its 1018 block pointers.
-    fn replay_dnode(&self, ws: &mut WriteState, e: &mut Editing, ofs: u64, c: &Block) -> Result<u64> {
+    fn replay_dnode(
+        &self,
+        ws: &mut WriteState,
+        e: &mut Editing,
+        ofs: u64,
+        c: &Block,
+    ) -> Result<u64> {
         let Some(first) = dnode_first_block(ofs, e.inode.addr_slots() as u64) else {
             return Ok(0);
         };
@@ -381,14 +425,23 @@ impl Fs {
     }
 
     /// Points file block `fblk` at `dest` as the chain says. Returns whether it changed.
-    fn replay_addr(&self, ws: &mut WriteState, e: &mut Editing, fblk: u64, dest: u32) -> Result<bool> {
+    fn replay_addr(
+        &self,
+        ws: &mut WriteState,
+        e: &mut Editing,
+        fblk: u64,
+        dest: u32,
+    ) -> Result<bool> {
         let cur = self.block_addr(e, fblk)?;
         if cur == dest {
             return Ok(false);
         }
         let v = self.vol();
         if dest != NULL_ADDR && dest != NEW_ADDR && !v.layout.in_main(dest) {
-            return Err(corrupt(dest, "a replayed block pointer is outside the main area"));
+            return Err(corrupt(
+                dest,
+                "a replayed block pointer is outside the main area",
+            ));
         }
         let (nid, index) = self.ensure_dnode(ws, e, fblk)?;
         if dest != NULL_ADDR && dest != NEW_ADDR {
@@ -400,7 +453,8 @@ impl Fs {
             };
             let ssa = u64::from(v.layout.ssa);
             ws.segs.claim(dest, sum, false, |segno| {
-                read_block(&*v.dev, ssa + u64::from(segno), IoCause::Meta, "SSA block").map(Box::new)
+                read_block(&*v.dev, ssa + u64::from(segno), IoCause::Meta, "SSA block")
+                    .map(Box::new)
             })?;
         }
         let old = self.set_addr(e, nid, index, dest)?;

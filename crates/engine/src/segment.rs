@@ -146,7 +146,10 @@ impl Segments {
             }
             c.next = c.next.max(off as u16 + 1);
         } else {
-            let seg_type = self.entries.get(segno as usize).map(|e| (e.valid_blocks, e.seg_type));
+            let seg_type = self
+                .entries
+                .get(segno as usize)
+                .map(|e| (e.valid_blocks, e.seg_type));
             match seg_type {
                 Some((0, _)) => {
                     if let Some(e) = self.entries.get_mut(segno as usize) {

@@ -163,6 +163,9 @@ impl Fs {
         f: impl FnOnce(&mut WriteState) -> Result<T>,
     ) -> Result<T> {
         let mut ws = self.ws()?;
+        self.vol()
+            .change_seq
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         let dirty = self.vol().nodes.dirty_count() as u64;
         let needed = blocks + dirty + RESERVE_BLOCKS;
         let user = ws.head.user_block_count.get();
@@ -200,6 +203,13 @@ impl Fs {
         // before this point finds the epoch moved and does not cache what it read.
         let r = self.vol().nodes.put_dirty(e.ino, e.block, log);
         self.vol().forget_inode(e.ino);
+        let seq = self
+            .vol()
+            .change_seq
+            .load(std::sync::atomic::Ordering::SeqCst);
+        if let Ok(mut l) = self.vol().last_change.lock() {
+            l.insert(e.ino, seq);
+        }
         r
     }
 
@@ -731,7 +741,12 @@ impl Fs {
 
     /// Turns the inline file being edited into a block file: the inline area is cleared
     /// (it becomes address slots) and `data`, its old bytes, becomes block 0.
-    pub(crate) fn inline_to_blocks(&self, ws: &mut WriteState, e: &mut Editing, data: &[u8]) -> Result<()> {
+    pub(crate) fn inline_to_blocks(
+        &self,
+        ws: &mut WriteState,
+        e: &mut Editing,
+        data: &[u8],
+    ) -> Result<()> {
         let r = e.inline_range();
         if let Some(a) = e.block.get_mut(r) {
             a.fill(0);

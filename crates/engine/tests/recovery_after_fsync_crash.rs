@@ -98,16 +98,27 @@ fn appends_overwrites_and_new_files_come_back() {
     let big_bytes = rng.bytes(3000 * 4096 + 17);
     fs.write(big, 0, &big_bytes).unwrap();
     fs.fsync(big, false).unwrap();
-    let tiny = fs.create_node(root, b"tiny", common::node(0o100644)).unwrap();
+    let tiny = fs
+        .create_node(root, b"tiny", common::node(0o100644))
+        .unwrap();
     fs.write(tiny, 0, b"inline bytes").unwrap();
     fs.fsync(tiny, false).unwrap();
     // Written after the last fsync and never synced: may be lost, must not corrupt.
-    let lost = fs.create_node(d, b"unsynced", common::node(0o100644)).unwrap();
+    let lost = fs
+        .create_node(d, b"unsynced", common::node(0o100644))
+        .unwrap();
     fs.write(lost, 0, &rng.bytes(5000)).unwrap();
     let st = fs.status().unwrap();
-    assert_eq!(st.fsync.by_node_chain, 4, "four fsyncs by node chain: {:?}", st.fsync);
+    assert_eq!(
+        st.fsync.by_node_chain, 4,
+        "four fsyncs by node chain: {:?}",
+        st.fsync
+    );
     assert_eq!(st.fsync.by_checkpoint, 0);
-    assert_eq!(st.checkpoints.written, 1, "only the explicit sync wrote a checkpoint");
+    assert_eq!(
+        st.checkpoints.written, 1,
+        "only the explicit sync wrote a checkpoint"
+    );
     let image = crash_copy(&img);
     drop(fs);
 
@@ -121,9 +132,14 @@ fn appends_overwrites_and_new_files_come_back() {
     let fs = recover_and_check(&out, image, &expect);
     let rec = fs.status().unwrap().recovery.unwrap();
     assert_eq!(rec.inodes, 4, "{rec:?}");
-    assert_eq!(rec.dentries, 3, "three new files get their entries back: {rec:?}");
+    assert_eq!(
+        rec.dentries, 3,
+        "three new files get their entries back: {rec:?}"
+    );
     // The recovered volume takes changes, and unmounts clean.
-    let more = fs.create_node(root, b"after", common::node(0o100644)).unwrap();
+    let more = fs
+        .create_node(root, b"after", common::node(0o100644))
+        .unwrap();
     fs.write(more, 0, b"written after recovery").unwrap();
     fs.unmount().unwrap();
     assert_fsck_clean(&out);
@@ -132,7 +148,11 @@ fn appends_overwrites_and_new_files_come_back() {
     assert!(r.findings.is_empty(), "uf2fs fsck: {:?}", r.findings);
     for (path, bytes) in &expect {
         let ino = fs.resolve(path, true).unwrap();
-        assert!(read_all(&fs, ino) == *bytes, "{}", String::from_utf8_lossy(path));
+        assert!(
+            read_all(&fs, ino) == *bytes,
+            "{}",
+            String::from_utf8_lossy(path)
+        );
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -181,7 +201,8 @@ fn fsyncs_that_need_a_checkpoint_take_one() {
     fs.write(g, 0, b"more").unwrap();
     fs.fsync(g, false).unwrap();
     let chain = fs.status().unwrap().fsync.chain_blocks;
-    fs.set_attr(g, None, None, Some((5, 0)), Some((6, 0))).unwrap();
+    fs.set_attr(g, None, None, Some((5, 0)), Some((6, 0)))
+        .unwrap();
     fs.fsync(g, true).unwrap();
     assert_eq!(
         fs.status().unwrap().fsync.chain_blocks,
@@ -189,7 +210,10 @@ fn fsyncs_that_need_a_checkpoint_take_one() {
         "fdatasync of times only"
     );
     fs.fsync(g, false).unwrap();
-    assert!(fs.status().unwrap().fsync.chain_blocks > chain, "fsync writes the inode");
+    assert!(
+        fs.status().unwrap().fsync.chain_blocks > chain,
+        "fsync writes the inode"
+    );
     fs.unmount().unwrap();
     assert_fsck_clean(&img);
     let _ = std::fs::remove_dir_all(&dir);

@@ -215,7 +215,10 @@ mod tests {
         let (a, n) = (923u64, ADDRS_PER_BLOCK);
         assert_eq!(dnode_first_block(ofs::top(0), a), Some(a));
         assert_eq!(dnode_first_block(ofs::top(1), a), Some(a + n));
-        assert_eq!(dnode_first_block(ofs::indirect_child(2, 0), a), Some(a + 2 * n));
+        assert_eq!(
+            dnode_first_block(ofs::indirect_child(2, 0), a),
+            Some(a + 2 * n)
+        );
         assert_eq!(
             dnode_first_block(ofs::indirect_child(2, 7), a),
             Some(a + 9 * n)
