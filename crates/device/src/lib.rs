@@ -9,7 +9,15 @@
 //! - `Gc`: blocks moved by the cleaner;
 //! - `Checkpoint`: checkpoint packs (CP blocks, summaries, orphan blocks, nat_bits).
 //!
+//! Backends: [`FileDevice`] (an image file or block device), [`MemDevice`] (memory) and
+//! [`RecordingDevice`] (memory, logging every write and flush for crash tests; see
+//! `recording.rs`).
+//!
 //! This layer knows nothing about F2FS.
+
+mod recording;
+
+pub use recording::{CrashLog, Epoch, Event, RecordingDevice, Replay};
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Seek, SeekFrom};
@@ -125,6 +133,29 @@ pub trait BlockDevice: Send + Sync {
     fn flush(&self) -> io::Result<()>;
     fn counters(&self) -> &IoCounters;
     fn is_read_only(&self) -> bool;
+}
+
+/// A shared device: a test keeps one handle to look at the image while the engine owns the
+/// other.
+impl<T: BlockDevice + ?Sized> BlockDevice for std::sync::Arc<T> {
+    fn block_count(&self) -> u64 {
+        (**self).block_count()
+    }
+    fn read_blocks(&self, blkaddr: u64, buf: &mut [u8], cause: IoCause) -> io::Result<()> {
+        (**self).read_blocks(blkaddr, buf, cause)
+    }
+    fn write_blocks(&self, blkaddr: u64, buf: &[u8], cause: IoCause) -> io::Result<()> {
+        (**self).write_blocks(blkaddr, buf, cause)
+    }
+    fn flush(&self) -> io::Result<()> {
+        (**self).flush()
+    }
+    fn counters(&self) -> &IoCounters {
+        (**self).counters()
+    }
+    fn is_read_only(&self) -> bool {
+        (**self).is_read_only()
+    }
 }
 
 /// A regular file or a block device.
@@ -344,6 +375,11 @@ impl MemDevice {
     /// A copy of the whole device.
     pub fn contents(&self) -> Vec<u8> {
         self.data.read().map(|d| d.clone()).unwrap_or_default()
+    }
+
+    /// The whole device, without copying it.
+    pub fn into_contents(self) -> Vec<u8> {
+        self.data.into_inner().unwrap_or_else(|e| e.into_inner())
     }
 
     fn range(&self, blkaddr: u64, len: usize, have: usize) -> io::Result<std::ops::Range<usize>> {
