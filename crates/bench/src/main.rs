@@ -319,6 +319,7 @@ fn merge_run(
         s.spawn(|| {
             let mut f = OpenOptions::new()
                 .create(true)
+                .truncate(true)
                 .write(true)
                 .open(mnt.join("stream"))
                 .expect("stream file");
@@ -394,9 +395,9 @@ fn checkpoint_merge(dir: &Path, ops: usize, competitors: usize, runs: usize, uf2
         by_time.sort_by(|a, b| a.0.total_cmp(&b.0));
         let (secs, st) = &by_time[by_time.len() / 2];
         let (req, written, merged, fsyncs) = (
-            n(st, "/volume/checkpoints/requested"),
-            n(st, "/volume/checkpoints/written"),
-            n(st, "/volume/checkpoints/merged"),
+            n(st, "/checkpoints/requested"),
+            n(st, "/checkpoints/written"),
+            n(st, "/checkpoints/merged"),
             n(st, "/fsync_requests"),
         );
         let per = fsyncs as f64 / written.max(1) as f64;

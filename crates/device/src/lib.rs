@@ -312,8 +312,11 @@ impl BlockDevice for OverlayDevice {
         let w = self.written.read().map_err(|_| poisoned())?;
         if !w.is_empty() {
             for (i, chunk) in buf.chunks_mut(BLOCK_SIZE).enumerate() {
-                if let Some(b) = w.get(&(blkaddr + i as u64)) {
-                    chunk.copy_from_slice(&b[..chunk.len()]);
+                if let Some(src) = w
+                    .get(&(blkaddr + i as u64))
+                    .and_then(|b| b.get(..chunk.len()))
+                {
+                    chunk.copy_from_slice(src);
                 }
             }
         }

@@ -1,9 +1,9 @@
 //! Writing a checkpoint.
 //!
-//! 1. Every dirty node goes out of place into its log (footer: this checkpoint's version and
+//! 1. Every dirty node goes out of place into its log (footer: the new checkpoint's version and
 //!    the next block of the log; inode checksum recomputed), its NAT entry moves, its old
 //!    block is invalidated. Summaries of segments closed since the last checkpoint go to the
-//!    SSA. Then a flush: data and nodes are durable before anything points at them.
+//!    SSA. Nothing the last checkpoint reaches is touched.
 //! 2. NAT: the changed entries become the NAT journal if they fit, else their blocks are
 //!    written to the other copy and the version bitmap flips. SIT likewise: changed entries go
 //!    to the SIT journal (6 at most) or their whole blocks to the other copy.
@@ -191,7 +191,11 @@ fn checkpoint_inner(vol: &Vol, ws: &mut WriteState, umount: bool) -> Result<()> 
     ws.segs.now = ws.elapsed();
     // 1. Nodes, out of place.
     let dirty = vol.nodes.dirty_snapshot()?;
-    let writes = write_nodes(vol, ws, &dirty, |_, _| 0)?;
+    // These nodes belong to the checkpoint being written: their cp_ver is its (plain)
+    // version, which never matches the chain rule of the last one. So if this checkpoint
+    // does not land, they end the roll-forward chain instead of extending it (Linux would
+    // replay chain nodes of an fsync'd file even without the FSYNC mark).
+    let writes = write_nodes(vol, ws, &dirty, ws.version.wrapping_add(1), |_, _| 0)?;
     write_runs(vol, &writes, IoCause::Node)?;
     vol.nodes.written(&dirty);
     ws.segs.roll_full()?;
@@ -204,9 +208,6 @@ fn checkpoint_inner(vol: &Vol, ws: &mut WriteState, umount: bool) -> Result<()> 
         dev.write_blocks(ssa + u64::from(segno), &blk[..], IoCause::Meta)
             .map_err(io(format!("SSA of segment {segno}")))?;
     }
-    dev.flush()
-        .map_err(io("flush before the checkpoint".into()))?;
-    ws.data_since_flush = false;
     // 2. NAT and SIT.
     let (nat_journal, nat_bitmap) = vol.nat.flush_for_checkpoint(dev)?;
     let sit_journal = flush_sit(vol, ws)?;
@@ -336,8 +337,12 @@ fn checkpoint_inner(vol: &Vol, ws: &mut WriteState, umount: bool) -> Result<()> 
     let body: Vec<u8> = blocks.iter().flat_map(|b| b.iter().copied()).collect();
     dev.write_blocks(start, &body, IoCause::Checkpoint)
         .map_err(io(format!("checkpoint pack {pack}")))?;
+    // One flush makes data, nodes, SSA, NAT, SIT and the pack durable together: none of it is
+    // reachable before the trailing block lands (nodes and data are out of place, NAT and SIT
+    // blocks go to their other copies, the pack to the slot not in use).
     dev.flush()
         .map_err(io("flush before the checkpoint's last block".into()))?;
+    ws.data_since_flush = false;
     dev.write_blocks(start + total as u64 - 1, &cpb, IoCause::Checkpoint)
         .map_err(io(format!("checkpoint pack {pack} trailing block")))?;
     dev.flush()
@@ -362,17 +367,16 @@ fn checkpoint_inner(vol: &Vol, ws: &mut WriteState, umount: bool) -> Result<()> 
     Ok(())
 }
 
-/// Gives each node of `nodes` a new block in its log (footer sealed with this moment's
-/// cp_ver, its successor in the log and the marks `marks(nid, block)` returns), moves its NAT
+/// Gives each node of `nodes` a new block in its log (footer sealed with `cp_ver`, its successor in the log and the marks `marks(nid, block)` returns), moves its NAT
 /// entry there and invalidates its old block. Returns the blocks to write, by address.
 pub(crate) fn write_nodes(
     vol: &Vol,
     ws: &mut WriteState,
     nodes: &BTreeMap<u32, (Arc<Block>, Log)>,
+    cp_ver: u64,
     mut marks: impl FnMut(u32, &Block) -> u32,
 ) -> Result<BTreeMap<u32, Block>> {
     let dev = &*vol.dev;
-    let cp_ver = ws.footer_version();
     let mut writes: BTreeMap<u32, Block> = BTreeMap::new();
     for (&nid, (block, log)) in nodes {
         let old = vol.nat.entry(dev, nid)?;

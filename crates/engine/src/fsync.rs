@@ -163,8 +163,9 @@ impl Fs {
         } else {
             0
         };
-        let mut writes: BTreeMap<u32, Block> = write_nodes(v, ws, &dnodes, |_, _| 0)?;
-        writes.extend(write_nodes(v, ws, &inode, |_, _| FSYNC_BIT | dent)?);
+        let ver = ws.footer_version();
+        let mut writes: BTreeMap<u32, Block> = write_nodes(v, ws, &dnodes, ver, |_, _| 0)?;
+        writes.extend(write_nodes(v, ws, &inode, ver, |_, _| FSYNC_BIT | dent)?);
         write_runs(v, &writes, IoCause::Node)?;
         v.nodes.written(&dnodes);
         v.nodes.written(&inode);

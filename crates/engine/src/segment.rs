@@ -161,9 +161,8 @@ impl Segments {
                 }
                 _ => {}
             }
-            if !self.patched.contains_key(&segno) {
-                let b = ssa(segno)?;
-                self.patched.insert(segno, b);
+            if let std::collections::btree_map::Entry::Vacant(e) = self.patched.entry(segno) {
+                e.insert(ssa(segno)?);
             }
             if let Some(b) = self.patched.get_mut(&segno) {
                 if let Some(dst) = b.get_mut(off * 7..off * 7 + 7) {
