@@ -222,3 +222,91 @@ fn fsyncs_that_need_a_checkpoint_take_one() {
     assert_fsck_clean(&img);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A crash image with one fsync'd file, and the address of the chain's first block.
+fn chained_image(dir: &Path) -> (Vec<u8>, u64) {
+    let img = common::fresh_image(dir, 64, 0);
+    let fs = Fs::open_rw(&img).unwrap();
+    let f = fs
+        .create_node(fs.root_ino(), b"f", common::node(0o100644))
+        .unwrap();
+    fs.write(f, 0, &vec![7u8; 10_000]).unwrap();
+    fs.sync().unwrap();
+    fs.write(f, 10_000, &vec![8u8; 10_000]).unwrap();
+    fs.fsync(f, false).unwrap();
+    let image = crash_copy(&img);
+    drop(fs);
+    // The chain starts where the checkpoint on disk (the sync's) left the warm-node log.
+    let ro = Fs::with_device(Box::new(MemDevice::new(image.clone(), true))).unwrap();
+    let c = ro.checkpoint().cursegs[4];
+    let start =
+        u64::from(ro.superblock().layout().main) + u64::from(c.segno) * 512 + u64::from(c.blkoff);
+    (image, start)
+}
+
+fn put32(image: &mut [u8], block: u64, at: usize, v: u32) {
+    let o = block as usize * 4096 + at;
+    image[o..o + 4].copy_from_slice(&v.to_le_bytes());
+}
+
+#[test]
+fn hostile_chains_fail_cleanly() {
+    let dir = scratch("hostile-chain");
+    let (image, start) = chained_image(&dir);
+    // The untouched image recovers (the test's premise).
+    let fs = Fs::with_device_rw(Box::new(MemDevice::new(image.clone(), false))).unwrap();
+    assert_eq!(fs.status().unwrap().recovery.unwrap().inodes, 1);
+    drop(fs);
+    // 1. The chain's block names itself as the next: a loop.
+    let mut looped = image.clone();
+    put32(&mut looped, start, 4092, start as u32);
+    let e = Fs::with_device_rw(Box::new(MemDevice::new(looped.clone(), false)))
+        .err()
+        .expect("a looping chain is refused for writing");
+    assert!(e.to_string().contains("roll-forward chain"), "{e}");
+    let ro = Fs::with_device(Box::new(MemDevice::new(looped, true))).unwrap();
+    assert!(
+        ro.mount_notes().iter().any(|n| n.contains("not followed")),
+        "{:?}",
+        ro.mount_notes()
+    );
+    let f = ro.resolve(b"/f", true).unwrap();
+    assert_eq!(ro.getattr(f).unwrap().size, 10_000, "the checkpoint's file");
+    // 2. The inode's first block pointer names a block the checkpoint uses (the root's
+    //    inode): recovery must not give one block two owners.
+    let mut stolen = image.clone();
+    let root_addr = {
+        let fs = Fs::with_device(Box::new(MemDevice::new(image.clone(), true))).unwrap();
+        let mut a = 0;
+        fs.extents(f, &mut |x| {
+            if x.fblk == 0 {
+                a = x.addr;
+            }
+            Ok(())
+        })
+        .unwrap();
+        a
+    };
+    // Another file's data: block 0 of `f` as the checkpoint has it, given to block 4 too.
+    put32(&mut stolen, start, 360 + 4 * 4, root_addr);
+    let e = Fs::with_device_rw(Box::new(MemDevice::new(stolen.clone(), false)))
+        .err()
+        .expect("a chain that steals a block is refused for writing");
+    assert!(e.to_string().contains("already in use"), "{e}");
+    let ro = Fs::with_device(Box::new(MemDevice::new(stolen, true))).unwrap();
+    assert!(
+        ro.mount_notes()
+            .iter()
+            .any(|n| n.contains("recovery failed")),
+        "{:?}",
+        ro.mount_notes()
+    );
+    // 3. A pointer outside the main area.
+    let mut outside = image;
+    put32(&mut outside, start, 360 + 4 * 4, 3);
+    let e = Fs::with_device_rw(Box::new(MemDevice::new(outside, false)))
+        .err()
+        .expect("a pointer outside the main area is refused");
+    assert!(e.to_string().contains("outside the main area"), "{e}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
