@@ -229,7 +229,7 @@ impl Fs {
 
     /// One link fewer; the inode is freed with its last one (or orphaned while held).
     pub(crate) fn drop_link(&self, ws: &mut WriteState, ino: u32) -> Result<()> {
-        ws.needs_cp.insert(ino);
+        self.needs_checkpoint(ws, ino);
         let mut e = self.edit(ino)?;
         let links = e.links().saturating_sub(1);
         if links == 0 && ws.held.contains_key(&ino) {
@@ -314,7 +314,7 @@ impl Fs {
         end: u64,
     ) -> Result<()> {
         // Roll-forward cannot replay freed nodes: the next fsync of this file checkpoints.
-        ws.needs_cp.insert(e.ino);
+        self.needs_checkpoint(ws, e.ino);
         let a = e.inode.addr_slots() as u64;
         for i in start.min(a)..end.min(a) {
             let at = e.addr_slot(i as usize);

@@ -96,7 +96,7 @@ impl Fs {
             let src = self.find_entry(&od, old_name)?;
             // Recovery finds a file's entry by the name and parent in its inode: a renamed
             // file's next fsync checkpoints (as the kernel's lost-pino rule does).
-            ws.needs_cp.insert(src.ino);
+            self.needs_checkpoint(ws, src.ino);
             let sattr = self.inode(src.ino)?;
             let target = match self.find_entry(&nd, new_name) {
                 Ok(t) => Some(t),
@@ -116,7 +116,7 @@ impl Fs {
             }
             if flags & RENAME_EXCHANGE != 0 {
                 let t = target.ok_or(Error::NotFound)?;
-                ws.needs_cp.insert(t.ino);
+                self.needs_checkpoint(ws, t.ino);
                 let tattr = self.inode(t.ino)?;
                 if tattr.file_type == FileType::Directory && self.is_ancestor(t.ino, old_parent)? {
                     return Err(Error::InvalidArgument(

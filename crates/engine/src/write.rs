@@ -192,6 +192,25 @@ impl Fs {
         Ok(Editing { ino, block, inode })
     }
 
+    /// Marks `ino` changed in a way roll-forward cannot replay (a rename, link or unlink, freed
+    /// nodes, xattrs): its next fsync writes a checkpoint, and this change counts as one to
+    /// `ino` for merging, even when its inode block is not edited.
+    pub(crate) fn needs_checkpoint(&self, ws: &mut WriteState, ino: u32) {
+        ws.needs_cp.insert(ino);
+        self.note_change(ino);
+    }
+
+    /// Records that `ino` changed in the change now running (see `Vol::last_change`).
+    pub(crate) fn note_change(&self, ino: u32) {
+        let seq = self
+            .vol()
+            .change_seq
+            .load(std::sync::atomic::Ordering::SeqCst);
+        if let Ok(mut l) = self.vol().last_change.lock() {
+            l.insert(ino, seq);
+        }
+    }
+
     pub(crate) fn commit(&self, mut e: Editing) -> Result<()> {
         fix_checksum(self, &mut e.block);
         let log = if e.inode.file_type == FileType::Directory {
@@ -203,13 +222,7 @@ impl Fs {
         // before this point finds the epoch moved and does not cache what it read.
         let r = self.vol().nodes.put_dirty(e.ino, e.block, log);
         self.vol().forget_inode(e.ino);
-        let seq = self
-            .vol()
-            .change_seq
-            .load(std::sync::atomic::Ordering::SeqCst);
-        if let Ok(mut l) = self.vol().last_change.lock() {
-            l.insert(e.ino, seq);
-        }
+        self.note_change(e.ino);
         r
     }
 
@@ -378,7 +391,7 @@ impl Fs {
                 Err(e) => return Err(e),
             }
             self.add_entry(ws, parent, name, ino, target.file_type)?;
-            ws.needs_cp.insert(ino);
+            self.needs_checkpoint(ws, ino);
             let mut t = self.edit(ino)?;
             t.set_links(t.links() + 1);
             t.touch(false);

@@ -48,7 +48,7 @@ impl Fs {
             None => None,
         };
         self.changing(2, |ws| {
-            ws.needs_cp.insert(ino);
+            self.needs_checkpoint(ws, ino);
             let mut e = self.edit(ino)?;
             let mut list: Vec<Xattr> = self.vol().xattrs(&e.inode)?;
             let at = list.iter().position(|x| x.index == idx && x.name == stored);
