@@ -6,6 +6,8 @@
     reason = "test code: a panic is the failure report"
 )]
 
+pub mod crash;
+
 use std::path::{Path, PathBuf};
 use uf2fs_engine::uf2fs_device::FileDevice;
 use uf2fs_engine::{mkfs, MkfsOptions, NewInode};
