@@ -230,6 +230,20 @@ impl Fs {
         Fs::mount_on(dev, false)
     }
 
+    /// Opens the image at `path` read-only as its last checkpoint has it, without replaying
+    /// what was fsync'd after it (what a checker judges: the chain is not yet part of the
+    /// checkpoint's structures; see [`Fs::roll_forward_blocks`]).
+    pub fn open_at_checkpoint(path: &Path) -> Result<Fs> {
+        let dev = FileDevice::open(path, false)
+            .map_err(|e| Error::io(format!("{}", path.display()), e))?;
+        Fs::mount_with(Box::new(dev), false, false)
+    }
+
+    /// Node blocks written by fsync after the mounted checkpoint (the roll-forward chain).
+    pub fn roll_forward_blocks(&self) -> Result<usize> {
+        Ok(crate::recovery::read_chain(&*self.vol.dev, &self.vol.layout, &self.vol.cp)?.len())
+    }
+
     /// Opens the image file or block device at `path` for reading and writing.
     pub fn open_rw(path: &Path) -> Result<Fs> {
         let dev = FileDevice::open(path, true)
