@@ -502,3 +502,33 @@ fn file_handles_open_after_a_remount_and_go_stale_with_their_inode() {
     let _ = std::fs::remove_file(&fh);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn rename_whiteout_leaves_a_whiteout_behind() {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    // fstests generic/078 (overlayfs's RENAME_WHITEOUT); the kernel asks CAP_MKNOD for it.
+    if !rustix::process::geteuid().is_root() {
+        eprintln!("skipped: RENAME_WHITEOUT needs CAP_MKNOD");
+        return;
+    }
+    let dir = scratch("mount-whiteout");
+    let img = dir.join("img");
+    mkfs(&img, "128M");
+    let m = Mount::new(&bin(), &img, &dir.join("mnt"), &[]);
+    std::fs::write(m.dir.join("a"), b"moved").unwrap();
+    rustix::fs::renameat_with(
+        rustix::fs::CWD,
+        m.dir.join("a").as_path(),
+        rustix::fs::CWD,
+        m.dir.join("b").as_path(),
+        rustix::fs::RenameFlags::WHITEOUT,
+    )
+    .unwrap();
+    assert_eq!(std::fs::read(m.dir.join("b")).unwrap(), b"moved");
+    let w = std::fs::symlink_metadata(m.dir.join("a")).unwrap();
+    assert!(w.file_type().is_char_device(), "{w:?}");
+    assert_eq!(w.rdev(), 0, "a whiteout is device 0:0");
+    m.umount();
+    fsck_both(&img);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -494,7 +494,7 @@ impl Filesystem for Volume {
 
     fn rename(
         &self,
-        _req: &Request,
+        req: &Request,
         parent: INodeNo,
         name: &OsStr,
         newparent: INodeNo,
@@ -502,14 +502,25 @@ impl Filesystem for Volume {
         flags: RenameFlags,
         reply: ReplyEmpty,
     ) {
-        let r = self.fs.rename(
-            self.nid(parent),
-            name.as_bytes(),
-            self.nid(newparent),
-            newname.as_bytes(),
-            flags.bits(),
-        );
-        done(reply, r.map_err(errno));
+        // RENAME_WHITEOUT (overlayfs's; the kernel has checked CAP_MKNOD and refused it with
+        // EXCHANGE): the rename, then a whiteout (a 0:0 character device) in the old place.
+        let whiteout = flags.contains(RenameFlags::RENAME_WHITEOUT);
+        let run = || -> Result<(), Errno> {
+            self.fs
+                .rename(
+                    self.nid(parent),
+                    name.as_bytes(),
+                    self.nid(newparent),
+                    newname.as_bytes(),
+                    (flags - RenameFlags::RENAME_WHITEOUT).bits(),
+                )
+                .map_err(errno)?;
+            if whiteout {
+                self.make(req, parent, name, 0o020000, 0, 0)?;
+            }
+            Ok(())
+        };
+        done(reply, run());
     }
 
     fn link(
