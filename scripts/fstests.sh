@@ -30,6 +30,8 @@
 #   - the mount's source in /proc/mounts is SOURCE exactly (FUSE fsname=SOURCE): fstests finds
 #     and unmounts its file systems by `findmnt -S $TEST_DEV` and `umount $TEST_DEV`.
 #   The type may be "fuse" or "fuse.uf2fs" (the patched _fs_type accepts both).
+#   A second mount of an image already mounted (generic/732 mounts SCRATCH_DEV twice, as a
+#   kernel file system allows) is made by the helper as a bind mount of the first one.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -244,6 +246,15 @@ case ,\$opts, in
   *,remount,*) exec mount -i -o "\$opts" "\$dir" ;;
 esac
 mounts_on() { awk -v d="\$1" '\$5 == d' /proc/self/mountinfo | wc -l; }
+# An image already served is mounted again as the kernel mounts a device twice: the same
+# file system at a second place (a bind mount of the first mount's root). A second daemon on
+# one image is refused by its lock, and two writers would break it anyway.
+served=\$(awk -v s="\$src" '\$4 == "/" { for (i = 7; \$i != "-"; i++) ; if (\$(i + 1) ~ /^fuse(\.uf2fs)?\$/ && \$(i + 2) == s) { print \$5; exit } }' /proc/self/mountinfo)
+if [ -n "\$served" ]; then
+  mount --bind "\$served" "\$dir" || exit 32
+  case ,\$opts, in *,ro,*) mount -o remount,bind,ro "\$dir" || exit 32 ;; esac
+  exit 0
+fi
 before=\$(mounts_on "\$dir")
 mkdir -p "\$LOCKDIR"
 lock="\$LOCKDIR/\$(printf '%s' "\$src" | tr / _).lock"
