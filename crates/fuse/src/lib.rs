@@ -140,10 +140,12 @@ pub fn serve(
 
     let volume = ops::Volume::new(fs.clone(), opts.clone());
     let counters = volume.counters();
+    let notifier_slot = volume.notifier_slot();
     let mut session = Session::new(volume, &mountpoint, &config).map_err(|e| {
         let _ = std::fs::remove_file(&paths.socket);
         format!("mounting on {}: {e}", mountpoint.display())
     })?;
+    let _ = notifier_slot.set(session.notifier());
     let unmounter = Arc::new(Mutex::new(session.unmount_callable()));
 
     let status = {

@@ -7,16 +7,16 @@
 
 use fuser::{
     AccessFlags, CopyFileRangeFlags, Errno, FileAttr, FileHandle, FileType as FuseType, Filesystem,
-    FopenFlags, Generation, INodeNo, InitFlags, KernelConfig, LockOwner, OpenFlags, RenameFlags,
-    ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyLseek,
-    ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
+    FopenFlags, Generation, INodeNo, InitFlags, KernelConfig, LockOwner, Notifier, OpenFlags,
+    RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry,
+    ReplyLseek, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
 use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use uf2fs_engine::{Attr, DirEntry, Error, FileType, Fs, NewInode, Time};
 
@@ -47,6 +47,8 @@ pub struct Volume {
     next_handle: AtomicU64,
     /// fsync and fsyncdir requests served.
     fsyncs: Arc<AtomicU64>,
+    /// Tells the kernel when the daemon changed what it caches (set once the session runs).
+    notifier: Arc<OnceLock<Notifier>>,
 }
 
 impl Volume {
@@ -57,6 +59,43 @@ impl Volume {
             listings: Mutex::new(HashMap::new()),
             next_handle: AtomicU64::new(2),
             fsyncs: Arc::new(AtomicU64::new(0)),
+            notifier: Arc::new(OnceLock::new()),
+        }
+    }
+
+    /// Where the session's notifier goes once the session exists.
+    pub fn notifier_slot(&self) -> Arc<OnceLock<Notifier>> {
+        self.notifier.clone()
+    }
+
+    /// After a write, fallocate or truncate by `req`: Linux's file systems drop set-group-ID
+    /// when the caller is neither root nor in the file's group, whether or not the file is
+    /// group-executable. FUSE's kernel side drops set-user-ID, and set-group-ID only on a
+    /// group-executable file; the other case is done here, and the kernel told that the
+    /// mode it caches is stale (attributes only: no page is touched).
+    fn drop_sgid(&self, req: &Request, ino: INodeNo, nid: u32) {
+        if req.uid() == 0 {
+            return;
+        }
+        let Ok(a) = self.fs.getattr(nid) else { return };
+        if a.file_type != FileType::Regular
+            || a.perm & 0o2010 != 0o2000
+            || Self::in_group(req, a.gid)
+        {
+            return;
+        }
+        match self
+            .fs
+            .set_attr(nid, Some(a.perm & !0o2000), None, None, None)
+        {
+            Ok(()) => {
+                if let Some(n) = self.notifier.get() {
+                    if let Err(e) = n.inval_inode(ino, -1, 0) {
+                        tracing::debug!("invalidating the attributes of {nid}: {e}");
+                    }
+                }
+            }
+            Err(e) => tracing::debug!("dropping set-group-ID of {nid}: {e}"),
         }
     }
 
@@ -350,7 +389,7 @@ impl Filesystem for Volume {
 
     fn setattr(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         mode: Option<u32>,
         uid: Option<u32>,
@@ -394,6 +433,9 @@ impl Filesystem for Volume {
                 {
                     self.fs.setxattr(nid, acl::ACCESS, &a, 0).map_err(errno)?;
                 }
+            }
+            if size.is_some() {
+                self.drop_sgid(req, ino, nid);
             }
             self.attr(nid)
         };
@@ -572,7 +614,7 @@ impl Filesystem for Volume {
 
     fn write(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         _fh: FileHandle,
         offset: u64,
@@ -582,8 +624,12 @@ impl Filesystem for Volume {
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
-        match self.fs.write(self.nid(ino), offset, data) {
-            Ok(n) => reply.written(n as u32),
+        let nid = self.nid(ino);
+        match self.fs.write(nid, offset, data) {
+            Ok(n) => {
+                self.drop_sgid(req, ino, nid);
+                reply.written(n as u32);
+            }
             Err(e) => reply.error(errno(e)),
         }
     }
@@ -852,7 +898,7 @@ impl Filesystem for Volume {
 
     fn fallocate(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         _fh: FileHandle,
         offset: u64,
@@ -860,12 +906,15 @@ impl Filesystem for Volume {
         mode: i32,
         reply: ReplyEmpty,
     ) {
-        done(
-            reply,
-            self.fs
-                .fallocate(self.nid(ino), mode as u32, offset, length)
-                .map_err(errno),
-        )
+        let nid = self.nid(ino);
+        let r = self
+            .fs
+            .fallocate(nid, mode as u32, offset, length)
+            .map_err(errno);
+        if r.is_ok() {
+            self.drop_sgid(req, ino, nid);
+        }
+        done(reply, r)
     }
 
     fn lseek(
