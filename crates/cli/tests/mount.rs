@@ -532,3 +532,52 @@ fn rename_whiteout_leaves_a_whiteout_behind() {
     fsck_both(&img);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_write_by_someone_outside_the_group_drops_set_group_id() {
+    use std::os::unix::fs::MetadataExt;
+    // fstests generic/683, 684: Linux's rule, also for a file that is not group-executable.
+    if !rustix::process::geteuid().is_root() {
+        eprintln!("skipped: needs root to write as another user");
+        return;
+    }
+    let dir = scratch("mount-sgid");
+    let img = dir.join("img");
+    mkfs(&img, "128M");
+    let m = Mount::new(&bin(), &img, &dir.join("mnt"), &["allow_other"]);
+    std::fs::set_permissions(&m.dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let as_nobody = |what: &str, f: &Path| {
+        run(Command::new("setpriv")
+            .args([
+                "--reuid=65534",
+                "--regid=65534",
+                "--clear-groups",
+                "sh",
+                "-c",
+            ])
+            .arg(what)
+            .arg("sh")
+            .arg(f));
+    };
+    for (mode, want, what) in [
+        (0o2666, 0o666, "printf x >> \"$1\""),
+        (0o6766, 0o766, "truncate -s 1 \"$1\""),
+        (0o2676, 0o676, "printf x >> \"$1\""),
+    ] {
+        let f = m.dir.join(format!("f{mode:o}"));
+        std::fs::write(&f, b"").unwrap();
+        std::fs::set_permissions(&f, std::fs::Permissions::from_mode(mode)).unwrap();
+        as_nobody(what, &f);
+        let got = std::fs::metadata(&f).unwrap().mode() & 0o7777;
+        assert_eq!(got, want, "{mode:o} after {what}: {got:o}");
+    }
+    // The owner's group keeps it: root writing changes nothing.
+    let f = m.dir.join("root");
+    std::fs::write(&f, b"").unwrap();
+    std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o2666)).unwrap();
+    std::fs::write(&f, b"x").unwrap();
+    assert_eq!(std::fs::metadata(&f).unwrap().mode() & 0o7777, 0o2666);
+    m.umount();
+    fsck_both(&img);
+    let _ = std::fs::remove_dir_all(&dir);
+}
