@@ -16,8 +16,8 @@ cargo build --release --quiet -p uf2fs
 U=$ROOT/target/release/uf2fs
 
 echo "== fsx: ${UF2FS_FSX_OPS:-1000000} operations x 3 seeds, and pjdfstest (posix_judges test)"
-UF2FS_FSX_OPS=${UF2FS_FSX_OPS:-1000000} cargo nextest run --release -p uf2fs --test posix_judges \
-  --no-capture 2>&1 | grep -E "^(pjdfstest|fsx):|PASS|FAIL"
+UF2FS_FSX_OPS=${UF2FS_FSX_OPS:-1000000} cargo nextest run --release --profile long -p uf2fs \
+  --test posix_judges --no-capture 2>&1 | grep -E "^(pjdfstest|fsx):|PASS|FAIL|TIMEOUT"
 
 echo "== stress-ng --class filesystem for ${STRESS_SECONDS:-600} s"
 W=$ROOT/target/long; mountpoint -q "$W/mnt" 2>/dev/null && "$U" umount "$W/mnt"
