@@ -251,6 +251,11 @@ mounts_on() { awk -v d="\$1" '\$5 == d' /proc/self/mountinfo | wc -l; }
 # one image is refused by its lock, and two writers would break it anyway.
 served=\$(awk -v s="\$src" '\$4 == "/" { for (i = 7; \$i != "-"; i++) ; if (\$(i + 1) ~ /^fuse(\.uf2fs)?\$/ && \$(i + 2) == s) { print \$5; exit } }' /proc/self/mountinfo)
 if [ -n "\$served" ]; then
+  # ...but not over itself: mount(8) refuses a source already mounted on the same target.
+  if awk -v s="\$src" -v d="\$dir" '\$5 == d { for (i = 7; \$i != "-"; i++) ; if (\$(i + 2) == s) f = 1 } END { exit !f }' /proc/self/mountinfo; then
+    echo "mount.fuse.uf2fs: \$src is already mounted on \$dir" >&2
+    exit 32
+  fi
   mount --bind "\$served" "\$dir" || exit 32
   case ,\$opts, in *,ro,*) mount -o remount,bind,ro "\$dir" || exit 32 ;; esac
   exit 0
