@@ -11,6 +11,7 @@
     reason = "test code: a panic is the failure report"
 )]
 
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use uf2fs_testkit::{
@@ -274,5 +275,309 @@ fn read_only_mounts_write_nothing() {
             img.display()
         );
     }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A POSIX ACL in the generic xattr form: version 2, then (tag, perm, id) entries; the id of
+/// an entry that names no one (all but user 2 and group 8) reads back as u32::MAX.
+fn acl(entries: &[(u16, u16, u32)]) -> Vec<u8> {
+    let mut v = 2u32.to_le_bytes().to_vec();
+    for &(tag, perm, id) in entries {
+        let id = if tag == 2 || tag == 8 { id } else { u32::MAX };
+        v.extend_from_slice(&tag.to_le_bytes());
+        v.extend_from_slice(&perm.to_le_bytes());
+        v.extend_from_slice(&id.to_le_bytes());
+    }
+    v
+}
+
+fn getxattr(path: &Path, name: &str) -> Vec<u8> {
+    let mut buf = vec![0u8; 4096];
+    let n = rustix::fs::getxattr(path, name, &mut buf)
+        .unwrap_or_else(|e| panic!("getxattr {name} of {}: {e}", path.display()));
+    buf.truncate(n);
+    buf
+}
+
+fn mode_of(path: &Path) -> u32 {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path).unwrap().mode()
+}
+
+#[test]
+fn default_acls_are_inherited_instead_of_the_umask_and_chmod_moves_the_acl() {
+    // Tags: user_obj 1, user 2, group_obj 4, mask 0x10, other 0x20 (fstests generic/099,
+    // 319, 444: Linux's file systems do this; FUSE leaves it to the daemon).
+    let dir = scratch("mount-acl");
+    let img = dir.join("img");
+    mkfs(&img, "128M");
+    let m = Mount::new(&bin(), &img, &dir.join("mnt"), &[]);
+    let d = m.dir.join("d");
+    std::fs::create_dir(&d).unwrap();
+    let default = acl(&[
+        (1, 7, 0),
+        (2, 7, 101),
+        (4, 5, 0),
+        (0x10, 7, 0),
+        (0x20, 0, 0),
+    ]);
+    rustix::fs::setxattr(
+        d.as_path(),
+        "system.posix_acl_default",
+        &default,
+        rustix::fs::XattrFlags::empty(),
+    )
+    .unwrap();
+    // Under a umask of 022 a plain mkdir 0777 gives 0755; the default ACL replaces the umask.
+    let old = rustix::process::umask(rustix::fs::Mode::from_raw_mode(0o022));
+    let sub = d.join("sub");
+    std::fs::DirBuilder::new().mode(0o777).create(&sub).unwrap();
+    let f = d.join("f");
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o666)
+        .open(&f)
+        .unwrap();
+    rustix::process::umask(old);
+    assert_eq!(mode_of(&sub) & 0o7777, 0o770, "directory mode from the ACL");
+    assert_eq!(getxattr(&sub, "system.posix_acl_access"), default);
+    assert_eq!(getxattr(&sub, "system.posix_acl_default"), default);
+    assert_eq!(mode_of(&f) & 0o7777, 0o660, "file mode from the ACL");
+    let file_acl = acl(&[
+        (1, 6, 0),
+        (2, 7, 101),
+        (4, 5, 0),
+        (0x10, 6, 0),
+        (0x20, 0, 0),
+    ]);
+    assert_eq!(getxattr(&f, "system.posix_acl_access"), file_acl);
+    // chmod changes the owner, mask and other entries, not the named user or owning group.
+    std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o604)).unwrap();
+    let chmodded = acl(&[
+        (1, 6, 0),
+        (2, 7, 101),
+        (4, 5, 0),
+        (0x10, 0, 0),
+        (0x20, 4, 0),
+    ]);
+    assert_eq!(getxattr(&f, "system.posix_acl_access"), chmodded);
+    m.umount();
+    fsck_both(&img);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_directory_removed_while_open_lives_until_closed() {
+    use std::os::unix::fs::MetadataExt;
+    // fstests generic/035: fstat of an open directory that rmdir or a rename replaced.
+    let dir = scratch("mount-open-dir");
+    let img = dir.join("img");
+    mkfs(&img, "128M");
+    let m = Mount::new(&bin(), &img, &dir.join("mnt"), &[]);
+    let (a, b, c) = (m.dir.join("a"), m.dir.join("b"), m.dir.join("c"));
+    for p in [&a, &b, &c] {
+        std::fs::create_dir(p).unwrap();
+    }
+    let open_b = std::fs::File::open(&b).unwrap();
+    let open_c = std::fs::File::open(&c).unwrap();
+    std::fs::rename(&a, &b).unwrap();
+    std::fs::remove_dir(&c).unwrap();
+    assert_eq!(open_b.metadata().unwrap().nlink(), 0, "replaced by rename");
+    assert_eq!(open_c.metadata().unwrap().nlink(), 0, "removed by rmdir");
+    // A checkpoint while they are open records them as orphans.
+    run(Command::new(bin()).arg("sync").arg(&m.dir));
+    drop((open_b, open_c));
+    assert_eq!(std::fs::read_dir(&m.dir).unwrap().count(), 1, "only b");
+    m.umount();
+    fsck_both(&img);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn device_nodes_work_when_root_mounts() {
+    // fstests generic/184, 306: FUSE mounts are nodev,nosuid unless root asks otherwise.
+    if !rustix::process::geteuid().is_root() {
+        eprintln!("skipped: needs root (mknod, and only root may mount with dev)");
+        return;
+    }
+    let dir = scratch("mount-dev");
+    let img = dir.join("img");
+    mkfs(&img, "128M");
+    let m = Mount::new(&bin(), &img, &dir.join("mnt"), &[]);
+    run(Command::new("mknod")
+        .arg(m.dir.join("null"))
+        .args(["c", "1", "3"]));
+    std::fs::write(m.dir.join("null"), b"into /dev/null").unwrap();
+    assert_eq!(std::fs::read(m.dir.join("null")).unwrap(), b"");
+    m.umount();
+    let m = Mount::new(&bin(), &img, &dir.join("mnt"), &["nodev"]);
+    let e = std::fs::write(m.dir.join("null"), b"x").unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(13), "nodev: {e}");
+    m.umount();
+    fsck_both(&img);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A small C program (built with gcc once) for file handles: `fh encode PATH FILE` stores
+/// PATH's handle in FILE; `fh open MOUNT FILE` opens it with open_by_handle_at and prints
+/// "ok" or the errno.
+fn file_handle_tool() -> PathBuf {
+    let dir = uf2fs_testkit::root().join("target/testkit");
+    std::fs::create_dir_all(&dir).unwrap();
+    let src = dir.join(format!("fh.{}.c", std::process::id()));
+    std::fs::write(
+        &src,
+        r#"#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+    char buf[sizeof(struct file_handle) + MAX_HANDLE_SZ];
+    struct file_handle *h = (struct file_handle *)buf;
+    if (argc != 4) return 2;
+    if (strcmp(argv[1], "encode") == 0) {
+        int mnt_id;
+        h->handle_bytes = MAX_HANDLE_SZ;
+        if (name_to_handle_at(AT_FDCWD, argv[2], h, &mnt_id, 0) < 0) { perror("encode"); return 1; }
+        FILE *f = fopen(argv[3], "w");
+        if (!f || fwrite(buf, 1, sizeof(buf), f) != sizeof(buf) || fclose(f)) return 1;
+        return 0;
+    }
+    FILE *f = fopen(argv[3], "r");
+    if (!f || fread(buf, 1, sizeof(buf), f) != sizeof(buf)) return 1;
+    int mfd = open(argv[2], O_RDONLY | O_DIRECTORY);
+    if (mfd < 0) return 1;
+    int fd = open_by_handle_at(mfd, h, O_RDONLY);
+    if (fd < 0) printf("errno %d\n", errno); else printf("ok\n");
+    return 0;
+}
+"#,
+    )
+    .unwrap();
+    let bin = dir.join(format!("fh.{}", std::process::id()));
+    run(Command::new("gcc").arg("-O2").arg("-o").arg(&bin).arg(&src));
+    let _ = std::fs::remove_file(&src);
+    bin
+}
+
+#[test]
+fn file_handles_open_after_a_remount_and_go_stale_with_their_inode() {
+    // fstests generic/426, 467, 477: handles outlive the kernel's inode cache (here: a
+    // remount), a directory's handle reconnects to the root, a removed file's is stale.
+    if !rustix::process::geteuid().is_root() {
+        eprintln!("skipped: open_by_handle_at needs CAP_DAC_READ_SEARCH");
+        return;
+    }
+    let dir = scratch("mount-handles");
+    let img = dir.join("img");
+    mkfs(&img, "128M");
+    let fh = file_handle_tool();
+    let mnt = dir.join("mnt");
+    let m = Mount::new(&bin(), &img, &mnt, &[]);
+    std::fs::create_dir_all(mnt.join("d/e")).unwrap();
+    std::fs::write(mnt.join("d/e/kept"), b"k").unwrap();
+    std::fs::write(mnt.join("d/gone"), b"g").unwrap();
+    let handles = ["d", "d/e", "d/e/kept", "d/gone"].map(|p| {
+        let h = dir.join(format!("{}.fh", p.replace('/', "_")));
+        run(Command::new(&fh).arg("encode").arg(mnt.join(p)).arg(&h));
+        h
+    });
+    std::fs::remove_file(mnt.join("d/gone")).unwrap();
+    m.umount();
+    let m = Mount::new(&bin(), &img, &mnt, &[]);
+    let open = |h: &Path| run(Command::new(&fh).arg("open").arg(&mnt).arg(h));
+    for h in &handles[..3] {
+        assert_eq!(open(h).trim(), "ok", "{}", h.display());
+    }
+    assert_eq!(
+        open(&handles[3]).trim(),
+        "errno 116",
+        "ESTALE for a removed file"
+    );
+    m.umount();
+    let _ = std::fs::remove_file(&fh);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn rename_whiteout_leaves_a_whiteout_behind() {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    // fstests generic/078 (overlayfs's RENAME_WHITEOUT); the kernel asks CAP_MKNOD for it.
+    if !rustix::process::geteuid().is_root() {
+        eprintln!("skipped: RENAME_WHITEOUT needs CAP_MKNOD");
+        return;
+    }
+    let dir = scratch("mount-whiteout");
+    let img = dir.join("img");
+    mkfs(&img, "128M");
+    let m = Mount::new(&bin(), &img, &dir.join("mnt"), &[]);
+    std::fs::write(m.dir.join("a"), b"moved").unwrap();
+    rustix::fs::renameat_with(
+        rustix::fs::CWD,
+        m.dir.join("a").as_path(),
+        rustix::fs::CWD,
+        m.dir.join("b").as_path(),
+        rustix::fs::RenameFlags::WHITEOUT,
+    )
+    .unwrap();
+    assert_eq!(std::fs::read(m.dir.join("b")).unwrap(), b"moved");
+    let w = std::fs::symlink_metadata(m.dir.join("a")).unwrap();
+    assert!(w.file_type().is_char_device(), "{w:?}");
+    assert_eq!(w.rdev(), 0, "a whiteout is device 0:0");
+    m.umount();
+    fsck_both(&img);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_write_by_someone_outside_the_group_drops_set_group_id() {
+    use std::os::unix::fs::MetadataExt;
+    // fstests generic/683, 684: Linux's rule, also for a file that is not group-executable.
+    if !rustix::process::geteuid().is_root() {
+        eprintln!("skipped: needs root to write as another user");
+        return;
+    }
+    let dir = scratch("mount-sgid");
+    let img = dir.join("img");
+    mkfs(&img, "128M");
+    let m = Mount::new(&bin(), &img, &dir.join("mnt"), &["allow_other"]);
+    std::fs::set_permissions(&m.dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let as_nobody = |what: &str, f: &Path| {
+        run(Command::new("setpriv")
+            .args([
+                "--reuid=65534",
+                "--regid=65534",
+                "--clear-groups",
+                "sh",
+                "-c",
+            ])
+            .arg(what)
+            .arg("sh")
+            .arg(f));
+    };
+    for (mode, want, what) in [
+        (0o2666, 0o666, "printf x >> \"$1\""),
+        (0o6766, 0o766, "truncate -s 1 \"$1\""),
+        (0o2676, 0o676, "printf x >> \"$1\""),
+    ] {
+        let f = m.dir.join(format!("f{mode:o}"));
+        std::fs::write(&f, b"").unwrap();
+        std::fs::set_permissions(&f, std::fs::Permissions::from_mode(mode)).unwrap();
+        as_nobody(what, &f);
+        let got = std::fs::metadata(&f).unwrap().mode() & 0o7777;
+        assert_eq!(got, want, "{mode:o} after {what}: {got:o}");
+    }
+    // The owner's group keeps it: root writing changes nothing.
+    let f = m.dir.join("root");
+    std::fs::write(&f, b"").unwrap();
+    std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o2666)).unwrap();
+    std::fs::write(&f, b"x").unwrap();
+    assert_eq!(std::fs::metadata(&f).unwrap().mode() & 0o7777, 0o2666);
+    m.umount();
+    fsck_both(&img);
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -171,7 +171,7 @@ impl Fs {
             }
             self.remove_entry(ws, parent, &f)?;
             self.adjust_links(parent, -1)?;
-            self.free_inode(ws, f.ino)
+            self.drop_dir(ws, f.ino)
         })
     }
 
@@ -243,6 +243,19 @@ impl Fs {
         }
         e.set_links(links);
         e.touch(false);
+        self.commit(e)
+    }
+
+    /// An empty directory loses its name: it is freed, or, while open, kept with no links
+    /// as an orphan until its last release (as Linux keeps it, so that fstat still works).
+    pub(crate) fn drop_dir(&self, ws: &mut WriteState, ino: u32) -> Result<()> {
+        if !ws.held.contains_key(&ino) {
+            return self.free_inode(ws, ino);
+        }
+        let mut e = self.edit(ino)?;
+        e.set_links(0);
+        e.touch(false);
+        ws.orphans.push(ino);
         self.commit(e)
     }
 

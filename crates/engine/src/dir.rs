@@ -149,3 +149,16 @@ impl Vol {
         Err(Error::NotFound)
     }
 }
+
+impl crate::fs::Fs {
+    /// Whether `nid` is an inode in use now: a node id that was never one, or whose inode was
+    /// freed, is not (NFS-style file handles name inodes by nid and must go stale then).
+    pub fn is_inode(&self, nid: u32) -> Result<bool> {
+        let v = self.vol();
+        match v.nat.entry(&*v.dev, nid) {
+            Ok(e) => Ok(!e.is_free() && e.ino == nid),
+            Err(Error::Corrupt(CorruptKind::NidRange { .. })) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+}

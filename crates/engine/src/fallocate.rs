@@ -1,7 +1,8 @@
 //! fallocate: reserving blocks (NEW_ADDR: counted in valid_block_count and i_blocks, read as
-//! zeros, written out of place later), with or without growing the size, and punching holes
-//! (whole blocks freed, the partial blocks at the edges zeroed). Other modes are refused by
-//! name.
+//! zeros, written out of place later), with or without growing the size, punching holes
+//! (whole blocks freed, the partial blocks at the edges zeroed), and zeroing a range (a hole
+//! punched inside the size, then the whole range reserved, as Linux's F2FS leaves it). Other
+//! modes are refused by name.
 
 use crate::error::{Error, Result};
 use crate::fs::Fs;
@@ -13,18 +14,38 @@ use uf2fs_format::{BLOCK_SIZE, NEW_ADDR, NULL_ADDR};
 
 pub const FALLOC_FL_KEEP_SIZE: u32 = 0x01;
 pub const FALLOC_FL_PUNCH_HOLE: u32 = 0x02;
+pub const FALLOC_FL_ZERO_RANGE: u32 = 0x10;
 
 impl Fs {
     /// fallocate(2) on regular file `ino`.
     pub fn fallocate(&self, ino: u32, mode: u32, offset: u64, len: u64) -> Result<()> {
-        if mode & !(FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE) != 0 {
-            return Err(Error::Unsupported(format!("fallocate mode {mode:#x} is not supported (only allocate, KEEP_SIZE and PUNCH_HOLE)")));
+        if mode & !(FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE) != 0 {
+            return Err(Error::Unsupported(format!("fallocate mode {mode:#x} is not supported (only allocate, KEEP_SIZE, PUNCH_HOLE and ZERO_RANGE)")));
         }
         if len == 0 {
             return Err(Error::InvalidArgument("fallocate length 0"));
         }
         if mode & FALLOC_FL_PUNCH_HOLE != 0 && mode & FALLOC_FL_KEEP_SIZE == 0 {
             return Err(Error::Unsupported("PUNCH_HOLE needs KEEP_SIZE".into()));
+        }
+        if mode & FALLOC_FL_ZERO_RANGE != 0 {
+            if mode & FALLOC_FL_PUNCH_HOLE != 0 {
+                return Err(Error::InvalidArgument("ZERO_RANGE with PUNCH_HOLE"));
+            }
+            let end = offset.checked_add(len).ok_or(Error::FileTooBig)?;
+            let i = self.inode(ino)?;
+            if i.file_type == FileType::Regular && offset < i.size {
+                // Two steps, each a whole change: a checkpoint between them sees a hole,
+                // which reads as the zeros asked for.
+                let inside = end.min(i.size) - offset;
+                self.fallocate(
+                    ino,
+                    FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+                    offset,
+                    inside,
+                )?;
+            }
+            return self.fallocate(ino, mode & FALLOC_FL_KEEP_SIZE, offset, len);
         }
         let end = offset.checked_add(len).ok_or(Error::FileTooBig)?;
         let i = self.inode(ino)?;

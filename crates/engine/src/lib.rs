@@ -32,7 +32,7 @@ mod xattr_write;
 
 pub use check::CheckReport;
 pub use error::{Error, Result};
-pub use fallocate::{FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE};
+pub use fallocate::{FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE, FALLOC_FL_ZERO_RANGE};
 pub use fs::{type_name, Attr, DirEntry, Extent, Fs, FsyncMode, Options, StatFs, WalkItem};
 pub use mkfs::{mkfs, parse_features, MkfsOptions, MKFS_FEATURES};
 pub use mount::{MountInfo, VolumeInfo};

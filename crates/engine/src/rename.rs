@@ -166,7 +166,7 @@ impl Fs {
                     }
                     self.retarget(ws, new_parent, &t, src.ino, sattr.file_type)?;
                     if tdir {
-                        self.free_inode(ws, t.ino)?;
+                        self.drop_dir(ws, t.ino)?;
                         // The replaced directory's link from the new parent goes with it.
                         self.adjust_links(new_parent, -1)?;
                     } else {

@@ -17,8 +17,8 @@ mod common;
 
 use std::collections::{BTreeMap, HashMap};
 use uf2fs_engine::{
-    Error, FileType, Fs, FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE, RENAME_EXCHANGE,
-    RENAME_NOREPLACE, XATTR_CREATE, XATTR_REPLACE,
+    Error, FileType, Fs, FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE, FALLOC_FL_ZERO_RANGE,
+    RENAME_EXCHANGE, RENAME_NOREPLACE, XATTR_CREATE, XATTR_REPLACE,
 };
 use uf2fs_testkit::{assert_fsck_clean, kernel_f2fs, scratch, Rng};
 
@@ -340,16 +340,19 @@ fn run(seed: u64) -> (std::path::PathBuf, Model, usize) {
                     0,
                     FALLOC_FL_KEEP_SIZE,
                     FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE,
-                ][rng.below(3) as usize];
+                    FALLOC_FL_ZERO_RANGE,
+                    FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE,
+                ][rng.below(5) as usize];
                 let r = fs.fallocate(m.ino[&id], mode, off, len);
                 let Kind::File(data) = &mut m.nodes.get_mut(&id).unwrap().kind else {
                     unreachable!()
                 };
                 let end = (off + len) as usize;
-                if mode == 0 && data.len() < end {
+                if mode & FALLOC_FL_KEEP_SIZE == 0 && data.len() < end {
                     data.resize(end, 0);
                 }
-                if mode & FALLOC_FL_PUNCH_HOLE != 0 && (off as usize) < data.len() {
+                let zeroes = mode & (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE) != 0;
+                if zeroes && (off as usize) < data.len() {
                     let e = end.min(data.len());
                     data[off as usize..e].fill(0);
                 }

@@ -6,6 +6,7 @@
 //! control socket answers `uf2fs status`, `uf2fs sync` and `uf2fs umount`; its path is derived
 //! from the mount point, so the client finds it from the mount point alone.
 
+mod acl;
 mod control;
 mod ops;
 pub mod options;
@@ -114,6 +115,19 @@ pub fn serve(
             other => MountOption::CUSTOM(other.to_string()),
         });
     }
+    // Mounted by root, device nodes and set-user-ID files work as on a kernel file system
+    // unless nodev/nosuid say otherwise (fusermount3 makes FUSE mounts nodev,nosuid by
+    // default, and lets only root lift that).
+    if rustix::process::geteuid().is_root() {
+        for (on, off, option) in [
+            ("dev", "nodev", MountOption::Dev),
+            ("suid", "nosuid", MountOption::Suid),
+        ] {
+            if !opts.flags.iter().any(|f| f == on || f == off) {
+                mount_options.push(option);
+            }
+        }
+    }
     let mut config = Config::default();
     config.mount_options = mount_options;
     config.acl = match opts.access {
@@ -126,10 +140,12 @@ pub fn serve(
 
     let volume = ops::Volume::new(fs.clone(), opts.clone());
     let counters = volume.counters();
+    let notifier_slot = volume.notifier_slot();
     let mut session = Session::new(volume, &mountpoint, &config).map_err(|e| {
         let _ = std::fs::remove_file(&paths.socket);
         format!("mounting on {}: {e}", mountpoint.display())
     })?;
+    let _ = notifier_slot.set(session.notifier());
     let unmounter = Arc::new(Mutex::new(session.unmount_callable()));
 
     let status = {

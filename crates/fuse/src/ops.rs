@@ -7,19 +7,20 @@
 
 use fuser::{
     AccessFlags, CopyFileRangeFlags, Errno, FileAttr, FileHandle, FileType as FuseType, Filesystem,
-    FopenFlags, Generation, INodeNo, KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr,
-    ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyLseek, ReplyOpen,
-    ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
+    FopenFlags, Generation, INodeNo, InitFlags, KernelConfig, LockOwner, Notifier, OpenFlags,
+    RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry,
+    ReplyLseek, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
 use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use uf2fs_engine::{Attr, DirEntry, Error, FileType, Fs, NewInode, Time};
 
+use crate::acl;
 use crate::options::{Atime, MountOptions};
 
 /// How long the kernel may trust an answer. Only this daemon changes the volume (the image is
@@ -29,7 +30,8 @@ const TTL: Duration = Duration::from_secs(1);
 /// Largest write the kernel may send in one request, and its readahead.
 const MAX_IO: u32 = 1 << 20;
 
-/// Open file handles: bit 0 says the open holds the inode (kept alive if unlinked).
+/// File and directory handles: bit 0 says the open holds the inode (kept alive, an orphan,
+/// if its last name goes while it is open).
 const HELD: u64 = 1;
 
 /// A directory's entries as readdir hands them out: name, nid, type.
@@ -45,6 +47,8 @@ pub struct Volume {
     next_handle: AtomicU64,
     /// fsync and fsyncdir requests served.
     fsyncs: Arc<AtomicU64>,
+    /// Tells the kernel when the daemon changed what it caches (set once the session runs).
+    notifier: Arc<OnceLock<Notifier>>,
 }
 
 impl Volume {
@@ -55,6 +59,43 @@ impl Volume {
             listings: Mutex::new(HashMap::new()),
             next_handle: AtomicU64::new(2),
             fsyncs: Arc::new(AtomicU64::new(0)),
+            notifier: Arc::new(OnceLock::new()),
+        }
+    }
+
+    /// Where the session's notifier goes once the session exists.
+    pub fn notifier_slot(&self) -> Arc<OnceLock<Notifier>> {
+        self.notifier.clone()
+    }
+
+    /// After a write, fallocate or truncate by `req`: Linux's file systems drop set-group-ID
+    /// when the caller is neither root nor in the file's group, whether or not the file is
+    /// group-executable. FUSE's kernel side drops set-user-ID, and set-group-ID only on a
+    /// group-executable file; the other case is done here, and the kernel told that the
+    /// mode it caches is stale (attributes only: no page is touched).
+    fn drop_sgid(&self, req: &Request, ino: INodeNo, nid: u32) {
+        if req.uid() == 0 {
+            return;
+        }
+        let Ok(a) = self.fs.getattr(nid) else { return };
+        if a.file_type != FileType::Regular
+            || a.perm & 0o2010 != 0o2000
+            || Self::in_group(req, a.gid)
+        {
+            return;
+        }
+        match self
+            .fs
+            .set_attr(nid, Some(a.perm & !0o2000), None, None, None)
+        {
+            Ok(()) => {
+                if let Some(n) = self.notifier.get() {
+                    if let Err(e) = n.inval_inode(ino, -1, 0) {
+                        tracing::debug!("invalidating the attributes of {nid}: {e}");
+                    }
+                }
+            }
+            Err(e) => tracing::debug!("dropping set-group-ID of {nid}: {e}"),
         }
     }
 
@@ -99,7 +140,16 @@ impl Volume {
     ) -> Result<u32, Errno> {
         let parent = self.nid(parent);
         let p = self.fs.getattr(parent).map_err(errno)?;
-        let mut mode = mode & !(umask & 0o777);
+        // The kernel leaves the umask to us (FUSE_DONT_MASK): a default ACL of the parent
+        // replaces it, as on Linux's file systems. Symbolic links get no ACL.
+        let inherited = match self.fs.getxattr(parent, acl::DEFAULT) {
+            Ok(d) if mode & 0o170000 != 0o120000 => acl::inherit(&d, mode),
+            _ => None,
+        };
+        let (mut mode, acls) = match inherited {
+            Some(i) => (i.mode, Some((i.access, i.default))),
+            None => (mode & !(umask & 0o777), None),
+        };
         let mut gid = req.gid();
         if p.perm & 0o2000 != 0 {
             gid = p.gid;
@@ -116,9 +166,40 @@ impl Volume {
                 (rdev & 0xff) | ((rdev >> 12) & 0xfff00),
             ),
         };
-        self.fs
+        let nid = self
+            .fs
             .create_node(parent, name.as_bytes(), a)
-            .map_err(errno)
+            .map_err(errno)?;
+        if let Some((access, default)) = acls {
+            let set = [(acl::ACCESS, access), (acl::DEFAULT, default)];
+            for (key, value) in set.iter().filter_map(|(k, v)| Some((k, v.as_ref()?))) {
+                if let Err(e) = self.fs.setxattr(nid, key, value, 0) {
+                    // Do not leave an inode with less protection than its ACL meant.
+                    let _ = if mode & 0o170000 == 0o040000 {
+                        self.fs.rmdir(parent, name.as_bytes())
+                    } else {
+                        self.fs.unlink(parent, name.as_bytes())
+                    };
+                    return Err(errno(e));
+                }
+            }
+        }
+        Ok(nid)
+    }
+
+    /// Whether the caller of `req` belongs to group `gid` (its own or a supplementary one,
+    /// read from /proc since FUSE passes only the first), or is root, which may act as if.
+    fn in_group(req: &Request, gid: u32) -> bool {
+        if req.uid() == 0 || req.gid() == gid {
+            return true;
+        }
+        let Ok(status) = std::fs::read_to_string(format!("/proc/{}/status", req.pid())) else {
+            return false;
+        };
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("Groups:"))
+            .is_some_and(|g| g.split_whitespace().any(|x| x.parse() == Ok(gid)))
     }
 
     fn listing(&self, nid: u32) -> Result<Listing, Errno> {
@@ -252,11 +333,48 @@ impl Filesystem for Volume {
         // Both are upper bounds the kernel may lower; what it grants is what it uses.
         let _ = config.set_max_write(MAX_IO);
         let _ = config.set_max_readahead(MAX_IO);
+        // POSIX_ACL: the kernel enforces ACLs and caches them, and leaves to us what the
+        // acl module does; DONT_MASK: the umask comes to us unapplied, since a default ACL
+        // replaces it; EXPORT_SUPPORT: file handles (NFS export, open_by_handle_at) outlive
+        // the kernel's inode cache, through lookups of "." and "..". Each only if offered.
+        for flag in [
+            InitFlags::FUSE_POSIX_ACL,
+            InitFlags::FUSE_DONT_MASK,
+            InitFlags::FUSE_EXPORT_SUPPORT,
+        ] {
+            if config.add_capabilities(flag).is_err() {
+                tracing::info!("the kernel does not offer {flag:?}");
+            }
+        }
         Ok(())
     }
 
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
-        match self.fs.lookup(self.nid(parent), name.as_bytes()) {
+        let parent = self.nid(parent);
+        if name.as_bytes() == b"." {
+            // The kernel asks this of a file handle's node id whose inode it no longer caches
+            // (any type, not only directories): a nid that is no inode any more is stale.
+            return match self.fs.is_inode(parent) {
+                Ok(true) => self.entry(parent, reply),
+                Ok(false) => reply.error(Errno::ESTALE),
+                Err(e) => reply.error(errno(e)),
+            };
+        }
+        match self.fs.lookup(parent, name.as_bytes()) {
+            Ok(nid) if name.as_bytes() == b".." && nid == self.fs.root_ino() => {
+                // Asked only when the kernel reconnects a decoded directory handle to the
+                // root: it must meet the root under FUSE's root id, not as a second inode.
+                // (The reply's node id is its st_ino: the root shows 1 until its next
+                // getattr, within TTL.)
+                match self.fs.getattr(nid) {
+                    Ok(a) => {
+                        let mut attr = to_fuse_attr(&a);
+                        attr.ino = INodeNo(1);
+                        reply.entry(&TTL, &attr, Generation(a.generation.into()));
+                    }
+                    Err(e) => reply.error(errno(e)),
+                }
+            }
             Ok(nid) => self.entry(nid, reply),
             Err(e) => reply.error(errno(e)),
         }
@@ -271,7 +389,7 @@ impl Filesystem for Volume {
 
     fn setattr(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         mode: Option<u32>,
         uid: Option<u32>,
@@ -304,6 +422,20 @@ impl Filesystem for Volume {
                 self.fs
                     .set_attr(nid, perm, owner, atime.map(from_time), mtime.map(from_time))
                     .map_err(errno)?;
+            }
+            if let Some(m) = mode {
+                // A chmod moves the access ACL's owner, group-class and other entries too.
+                if let Some(a) = self
+                    .fs
+                    .getxattr(nid, acl::ACCESS)
+                    .ok()
+                    .and_then(|a| acl::chmod(&a, m))
+                {
+                    self.fs.setxattr(nid, acl::ACCESS, &a, 0).map_err(errno)?;
+                }
+            }
+            if size.is_some() {
+                self.drop_sgid(req, ino, nid);
             }
             self.attr(nid)
         };
@@ -404,7 +536,7 @@ impl Filesystem for Volume {
 
     fn rename(
         &self,
-        _req: &Request,
+        req: &Request,
         parent: INodeNo,
         name: &OsStr,
         newparent: INodeNo,
@@ -412,14 +544,25 @@ impl Filesystem for Volume {
         flags: RenameFlags,
         reply: ReplyEmpty,
     ) {
-        let r = self.fs.rename(
-            self.nid(parent),
-            name.as_bytes(),
-            self.nid(newparent),
-            newname.as_bytes(),
-            flags.bits(),
-        );
-        done(reply, r.map_err(errno));
+        // RENAME_WHITEOUT (overlayfs's; the kernel has checked CAP_MKNOD and refused it with
+        // EXCHANGE): the rename, then a whiteout (a 0:0 character device) in the old place.
+        let whiteout = flags.contains(RenameFlags::RENAME_WHITEOUT);
+        let run = || -> Result<(), Errno> {
+            self.fs
+                .rename(
+                    self.nid(parent),
+                    name.as_bytes(),
+                    self.nid(newparent),
+                    newname.as_bytes(),
+                    (flags - RenameFlags::RENAME_WHITEOUT).bits(),
+                )
+                .map_err(errno)?;
+            if whiteout {
+                self.make(req, parent, name, 0o020000, 0, 0)?;
+            }
+            Ok(())
+        };
+        done(reply, run());
     }
 
     fn link(
@@ -471,7 +614,7 @@ impl Filesystem for Volume {
 
     fn write(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         _fh: FileHandle,
         offset: u64,
@@ -481,8 +624,12 @@ impl Filesystem for Volume {
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
-        match self.fs.write(self.nid(ino), offset, data) {
-            Ok(n) => reply.written(n as u32),
+        let nid = self.nid(ino);
+        match self.fs.write(nid, offset, data) {
+            Ok(n) => {
+                self.drop_sgid(req, ino, nid);
+                reply.written(n as u32);
+            }
             Err(e) => reply.error(errno(e)),
         }
     }
@@ -531,9 +678,13 @@ impl Filesystem for Volume {
     }
 
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
-        match self.listing(self.nid(ino)) {
+        let nid = self.nid(ino);
+        match self.listing(nid) {
             Ok(l) => {
-                let h = self.next_handle.fetch_add(1, Ordering::Relaxed);
+                // Held like an open file: removed while open, it lives on (an orphan, as
+                // fstat on it must work) until releasedir.
+                let held = self.fs.is_writable() && self.fs.hold(nid).is_ok();
+                let h = self.next_handle.fetch_add(2, Ordering::Relaxed) | u64::from(held);
                 if let Ok(mut m) = self.listings.lock() {
                     m.insert(h, l);
                 }
@@ -586,13 +737,18 @@ impl Filesystem for Volume {
     fn releasedir(
         &self,
         _req: &Request,
-        _ino: INodeNo,
+        ino: INodeNo,
         fh: FileHandle,
         _flags: OpenFlags,
         reply: ReplyEmpty,
     ) {
         if let Ok(mut m) = self.listings.lock() {
             m.remove(&fh.0);
+        }
+        if fh.0 & HELD != 0 {
+            if let Err(e) = self.fs.release(self.nid(ino)) {
+                return reply.error(errno(e));
+            }
         }
         reply.ok();
     }
@@ -624,7 +780,7 @@ impl Filesystem for Volume {
 
     fn setxattr(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         name: &OsStr,
         value: &[u8],
@@ -635,12 +791,25 @@ impl Filesystem for Volume {
         if position != 0 {
             return reply.error(Errno::EINVAL);
         }
-        done(
-            reply,
+        let nid = self.nid(ino);
+        let run = || -> Result<(), Errno> {
             self.fs
-                .setxattr(self.nid(ino), name.as_bytes(), value, flags as u32)
-                .map_err(errno),
-        )
+                .setxattr(nid, name.as_bytes(), value, flags as u32)
+                .map_err(errno)?;
+            if name.as_bytes() == acl::ACCESS {
+                // Setting an access ACL changes the mode: like chmod, it drops set-group-ID
+                // when the caller is not in the file's group (the kernel says so only
+                // through FUSE_SETXATTR_EXT, which fuser cannot parse, so we decide).
+                let a = self.fs.getattr(nid).map_err(errno)?;
+                if a.perm & 0o2000 != 0 && !Self::in_group(req, a.gid) {
+                    self.fs
+                        .set_attr(nid, Some(a.perm & !0o2000), None, None, None)
+                        .map_err(errno)?;
+                }
+            }
+            Ok(())
+        };
+        done(reply, run())
     }
 
     fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
@@ -729,7 +898,7 @@ impl Filesystem for Volume {
 
     fn fallocate(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         _fh: FileHandle,
         offset: u64,
@@ -737,12 +906,15 @@ impl Filesystem for Volume {
         mode: i32,
         reply: ReplyEmpty,
     ) {
-        done(
-            reply,
-            self.fs
-                .fallocate(self.nid(ino), mode as u32, offset, length)
-                .map_err(errno),
-        )
+        let nid = self.nid(ino);
+        let r = self
+            .fs
+            .fallocate(nid, mode as u32, offset, length)
+            .map_err(errno);
+        if r.is_ok() {
+            self.drop_sgid(req, ino, nid);
+        }
+        done(reply, r)
     }
 
     fn lseek(
