@@ -333,6 +333,21 @@ fn uf2fs_fsync_then_kill_recovers_in_linux() {
     m.umount_with(|d, pid| {
         run(Command::new("kill").args(["-KILL", &pid.to_string()]));
         let _ = Command::new("fusermount3").arg("-uz").arg(d).status();
+        // SIGKILL is delivered asynchronously: the image's lock goes only when the process
+        // has exited (a zombie holds no files). Wait for that, bounded.
+        let gone = || {
+            std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .map(|s| s.split_whitespace().nth(2) == Some("Z"))
+                .unwrap_or(true)
+        };
+        let t = std::time::Instant::now();
+        while !gone() {
+            assert!(
+                t.elapsed().as_secs() < 30,
+                "the killed daemon {pid} did not exit"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
     });
     // fsync writes node chains: the checkpoint on disk is the one the kernel's rules called
     // for (the new directory's first file, the rename), and the other five fsyncs are only in
