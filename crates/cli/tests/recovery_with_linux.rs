@@ -32,7 +32,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use uf2fs_testkit::{
     assert_fsck_clean, assert_same_view, fixture, image_helper, kernel_f2fs_with, linux_view, run,
-    scratch, view, KernelRun, Mount,
+    scratch, try_run, view, KernelRun, Mount,
 };
 
 /// Every treesum field.
@@ -349,6 +349,38 @@ fn uf2fs_fsync_then_kill_recovers_in_linux() {
             std::thread::sleep(std::time::Duration::from_millis(20));
         }
     });
+    // The image's lock goes with the last reference to the daemon's open file; wait (bounded)
+    // until a reader may open it, and name any process that still has it open.
+    let t = std::time::Instant::now();
+    loop {
+        let (ok, _, err) = try_run(Command::new(bin()).arg("info").arg(&img));
+        if ok {
+            break;
+        }
+        if t.elapsed().as_secs() >= 30 {
+            let holders: Vec<String> = fs::read_dir("/proc")
+                .into_iter()
+                .flatten()
+                .flatten()
+                .filter_map(|p| {
+                    let fds = fs::read_dir(p.path().join("fd")).ok()?;
+                    let has = fds
+                        .flatten()
+                        .any(|fd| fs::read_link(fd.path()).is_ok_and(|l| l == img));
+                    has.then(|| {
+                        fs::read_to_string(p.path().join("cmdline"))
+                            .unwrap_or_default()
+                            .replace('\0', " ")
+                    })
+                })
+                .collect();
+            panic!(
+                "the image stays locked after the daemon was killed: {err}; open in {holders:?}"
+            );
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    eprintln!("image free {} ms after the kill", t.elapsed().as_millis());
     // fsync writes node chains: the checkpoint on disk is the one the kernel's rules called
     // for (the new directory's first file, the rename), and the other five fsyncs are only in
     // the chain, which Linux must replay.
