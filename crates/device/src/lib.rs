@@ -384,21 +384,27 @@ impl MemDevice {
     pub fn into_contents(self) -> Vec<u8> {
         self.data.into_inner().unwrap_or_else(|e| e.into_inner())
     }
+}
 
-    fn range(&self, blkaddr: u64, len: usize, have: usize) -> io::Result<std::ops::Range<usize>> {
-        let start = usize::try_from(blkaddr)
-            .ok()
-            .and_then(|b| b.checked_mul(BLOCK_SIZE));
-        match start.and_then(|s| s.checked_add(len).map(|e| s..e)) {
-            Some(r) if r.end <= have && len.is_multiple_of(BLOCK_SIZE) => Ok(r),
-            _ => Err(io::Error::new(
-                io::ErrorKind::UnexpectedEof,
-                format!(
-                    "blocks at {blkaddr} are past the end of the device ({} blocks)",
-                    have / BLOCK_SIZE
-                ),
-            )),
-        }
+/// The byte range of `len` bytes at block `blkaddr` in a device of `have` bytes: whole
+/// blocks, inside the device (shared by the in-memory devices).
+pub(crate) fn block_range(
+    blkaddr: u64,
+    len: usize,
+    have: usize,
+) -> io::Result<std::ops::Range<usize>> {
+    let start = usize::try_from(blkaddr)
+        .ok()
+        .and_then(|b| b.checked_mul(BLOCK_SIZE));
+    match start.and_then(|s| s.checked_add(len).map(|e| s..e)) {
+        Some(r) if r.end <= have && len.is_multiple_of(BLOCK_SIZE) => Ok(r),
+        _ => Err(io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            format!(
+                "blocks at {blkaddr} are past the end of the device ({} blocks)",
+                have / BLOCK_SIZE
+            ),
+        )),
     }
 }
 
@@ -416,7 +422,7 @@ impl BlockDevice for MemDevice {
 
     fn read_blocks(&self, blkaddr: u64, buf: &mut [u8], cause: IoCause) -> io::Result<()> {
         let d = self.data.read().map_err(|_| poisoned())?;
-        let r = self.range(blkaddr, buf.len(), d.len())?;
+        let r = block_range(blkaddr, buf.len(), d.len())?;
         buf.copy_from_slice(d.get(r).unwrap_or(&[]));
         self.counters
             .record_read(cause, (buf.len() / BLOCK_SIZE) as u64);
@@ -431,7 +437,7 @@ impl BlockDevice for MemDevice {
             ));
         }
         let mut d = self.data.write().map_err(|_| poisoned())?;
-        let r = self.range(blkaddr, buf.len(), d.len())?;
+        let r = block_range(blkaddr, buf.len(), d.len())?;
         if let Some(dst) = d.get_mut(r) {
             dst.copy_from_slice(buf);
         }

@@ -121,22 +121,6 @@ impl RecordingDevice {
     }
 }
 
-fn range(blkaddr: u64, len: usize, have: usize) -> io::Result<std::ops::Range<usize>> {
-    let start = usize::try_from(blkaddr)
-        .ok()
-        .and_then(|b| b.checked_mul(BLOCK_SIZE));
-    match start.and_then(|s| s.checked_add(len).map(|e| s..e)) {
-        Some(r) if r.end <= have && len.is_multiple_of(BLOCK_SIZE) => Ok(r),
-        _ => Err(io::Error::new(
-            io::ErrorKind::UnexpectedEof,
-            format!(
-                "blocks at {blkaddr} are past the end of the device ({} blocks)",
-                have / BLOCK_SIZE
-            ),
-        )),
-    }
-}
-
 impl BlockDevice for RecordingDevice {
     fn block_count(&self) -> u64 {
         self.state
@@ -147,7 +131,7 @@ impl BlockDevice for RecordingDevice {
 
     fn read_blocks(&self, blkaddr: u64, buf: &mut [u8], cause: IoCause) -> io::Result<()> {
         let s = self.state.lock().map_err(|_| poisoned())?;
-        let r = range(blkaddr, buf.len(), s.image.len())?;
+        let r = crate::block_range(blkaddr, buf.len(), s.image.len())?;
         buf.copy_from_slice(s.image.get(r).unwrap_or(&[]));
         self.counters
             .record_read(cause, (buf.len() / BLOCK_SIZE) as u64);
@@ -156,7 +140,7 @@ impl BlockDevice for RecordingDevice {
 
     fn write_blocks(&self, blkaddr: u64, buf: &[u8], cause: IoCause) -> io::Result<()> {
         let mut s = self.state.lock().map_err(|_| poisoned())?;
-        let r = range(blkaddr, buf.len(), s.image.len())?;
+        let r = crate::block_range(blkaddr, buf.len(), s.image.len())?;
         if let Some(dst) = s.image.get_mut(r) {
             dst.copy_from_slice(buf);
         }
