@@ -77,6 +77,8 @@ pub(crate) struct WriteState {
     /// The change sequence number the last checkpoint began at: every change up to it is in
     /// that checkpoint.
     pub covered_seq: u64,
+    /// Data blocks of the running change, linked but not yet written (see `inflight.rs`).
+    pub deferred: Vec<crate::inflight::Batch>,
 }
 
 /// How fsyncs were served since mount.
@@ -177,11 +179,24 @@ pub(crate) fn write_checkpoint(vol: &Vol, ws: &mut WriteState, umount: bool) -> 
             "no checkpoint after a failed change ({why}); the image keeps its last checkpoint"
         )));
     }
-    let r = checkpoint_inner(vol, ws, umount);
+    let r = land_data(vol, ws).and_then(|()| checkpoint_inner(vol, ws, umount));
     if let Err(e) = &r {
         ws.failed = Some(format!("checkpoint: {e}"));
     }
     r
+}
+
+/// Writes the running change's data blocks and waits for every change's to land: nothing may
+/// make durable a pointer to a block that is not on the device yet.
+pub(crate) fn land_data(vol: &Vol, ws: &mut WriteState) -> Result<()> {
+    let mine = std::mem::take(&mut ws.deferred);
+    crate::write::write_batches(vol, &mine)?;
+    match vol.inflight.wait_all() {
+        Some(why) => Err(Error::ReadOnly(format!(
+            "a data write failed ({why}); the image keeps its last checkpoint"
+        ))),
+        None => Ok(()),
+    }
 }
 
 fn checkpoint_inner(vol: &Vol, ws: &mut WriteState, umount: bool) -> Result<()> {

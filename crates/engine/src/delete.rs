@@ -7,7 +7,6 @@ use crate::checkpoint::WriteState;
 use crate::error::{Error, Result};
 use crate::fs::Fs;
 use std::ops::ControlFlow;
-use uf2fs_device::IoCause;
 use uf2fs_format::dentry::{
     inline_geometry, slots_for, DentryArea, DENTRY_BITMAP_SIZE, DENTRY_RESERVED, NR_DENTRY_IN_BLOCK,
 };
@@ -52,12 +51,7 @@ impl Fs {
                 Ok(())
             })?;
         for (fblk, addr) in blocks {
-            let b = crate::mount::read_block(
-                &*self.vol().dev,
-                addr.into(),
-                IoCause::UserData,
-                "dentry block",
-            )?;
+            let b = self.vol().read_data_block(addr.into(), "dentry block")?;
             for e in DentryArea::block(&b).iter().flatten() {
                 if e.hash == hash && e.name == name {
                     return Ok(Found {
@@ -94,12 +88,7 @@ impl Fs {
             }
             Some(fblk) => {
                 let old = self.block_addr(&p, fblk)?;
-                let mut b = crate::mount::read_block(
-                    &*self.vol().dev,
-                    old.into(),
-                    IoCause::UserData,
-                    "dentry block",
-                )?;
+                let mut b = self.vol().read_data_block(old.into(), "dentry block")?;
                 f(&mut b[..], DENTRY_BITMAP_SIZE + DENTRY_RESERVED);
                 let empty = (0..NR_DENTRY_IN_BLOCK)
                     .all(|s| b.get(s / 8).is_some_and(|x| x & (1 << (s % 8)) == 0));
@@ -441,12 +430,7 @@ impl Fs {
                     let last = size / bs;
                     let addr = self.block_addr(&e, last)?;
                     if addr != NULL_ADDR && addr != NEW_ADDR {
-                        let mut b: Block = crate::mount::read_block(
-                            &*self.vol().dev,
-                            addr.into(),
-                            IoCause::UserData,
-                            "file data",
-                        )?;
+                        let mut b: Block = self.vol().read_data_block(addr.into(), "file data")?;
                         if let Some(t) = b.get_mut((size % bs) as usize..) {
                             t.fill(0);
                         }

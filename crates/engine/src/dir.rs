@@ -5,9 +5,7 @@
 
 use crate::error::{Error, Result};
 use crate::fs::Vol;
-use crate::mount::read_block;
 use std::ops::ControlFlow;
-use uf2fs_device::IoCause;
 use uf2fs_format::dentry::{blocks_per_bucket, bucket_block, buckets_at, DentryArea, DirEntry};
 use uf2fs_format::hash::dentry_hash;
 use uf2fs_format::inode::{FileType, Inode, MAX_NAME_LEN};
@@ -93,7 +91,7 @@ impl Vol {
             Ok(())
         })?;
         for (fblk, addr) in blocks {
-            let b = read_block(&*self.dev, addr.into(), IoCause::UserData, "dentry block")?;
+            let b = self.read_data_block(addr.into(), "dentry block")?;
             if self
                 .scan_area(dir, DentryArea::block(&b), fblk, f)?
                 .is_break()
@@ -134,7 +132,7 @@ impl Vol {
                 Ok(())
             })?;
             for (fblk, addr) in addrs {
-                let b = read_block(&*self.dev, addr.into(), IoCause::UserData, "dentry block")?;
+                let b = self.read_data_block(addr.into(), "dentry block")?;
                 let flow = self.scan_area(
                     dir,
                     DentryArea::block(&b),

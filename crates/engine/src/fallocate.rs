@@ -8,7 +8,6 @@ use crate::error::{Error, Result};
 use crate::fs::Fs;
 use crate::segment::Log;
 use std::collections::BTreeMap;
-use uf2fs_device::IoCause;
 use uf2fs_format::inode::{advise, FileType};
 use uf2fs_format::{BLOCK_SIZE, NEW_ADDR, NULL_ADDR};
 
@@ -87,12 +86,7 @@ impl Fs {
                     if addr == NULL_ADDR || addr == NEW_ADDR {
                         continue;
                     }
-                    let mut b = crate::mount::read_block(
-                        &*self.vol().dev,
-                        addr.into(),
-                        IoCause::UserData,
-                        "file data",
-                    )?;
+                    let mut b = self.vol().read_data_block(addr.into(), "file data")?;
                     let z0 = offset.max(lo) - lo;
                     let z1 = end.min(hi) - lo;
                     if let Some(z) = b.get_mut(z0 as usize..z1 as usize) {

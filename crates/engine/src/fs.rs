@@ -19,7 +19,7 @@ use uf2fs_format::nat::NAT_ENTRIES_PER_BLOCK;
 use uf2fs_format::sit::SitEntry;
 use uf2fs_format::superblock::{feature, Layout, Superblock};
 use uf2fs_format::xattr::Xattr;
-use uf2fs_format::{CorruptKind, BLOCK_SIZE};
+use uf2fs_format::{Block, CorruptKind, BLOCK_SIZE};
 
 /// Inodes kept parsed in memory at most.
 const INODE_CACHE: usize = 8192;
@@ -54,9 +54,36 @@ pub(crate) struct Vol {
     pub(crate) last_change: Mutex<HashMap<u32, u64>>,
     /// What roll-forward recovery did at mount, if there was a chain to replay.
     pub(crate) recovery: Option<crate::checkpoint::RecoveryStats>,
+    /// Data blocks linked by a change whose write has not landed yet.
+    pub(crate) inflight: crate::inflight::Inflight,
 }
 
 impl Vol {
+    /// Reads data (file or dentry) blocks from `addr` on into `buf`, taking blocks whose
+    /// write is still in flight from memory. `what` names them in an I/O error.
+    pub(crate) fn read_data(&self, addr: u64, buf: &mut [u8], what: &str) -> Result<()> {
+        let n = buf.len() / BLOCK_SIZE;
+        let copies = self.inflight.copies(addr, n);
+        if copies.len() < n {
+            self.dev
+                .read_blocks(addr, buf, IoCause::UserData)
+                .map_err(|e| Error::io(format!("{what} at block {addr}"), e))?;
+        }
+        for (i, b) in copies {
+            if let Some(dst) = buf.get_mut(i * BLOCK_SIZE..(i + 1) * BLOCK_SIZE) {
+                dst.copy_from_slice(&b);
+            }
+        }
+        Ok(())
+    }
+
+    /// One data block at `addr` (see [`Vol::read_data`]).
+    pub(crate) fn read_data_block(&self, addr: u64, what: &str) -> Result<Block> {
+        let mut b = [0u8; BLOCK_SIZE];
+        self.read_data(addr, &mut b, what)?;
+        Ok(b)
+    }
+
     /// Drops the cached parse of `ino` after a change to it (see `inode_epoch`).
     pub(crate) fn forget_inode(&self, ino: u32) {
         if let Ok(mut c) = self.inodes.lock() {
@@ -323,6 +350,7 @@ impl Fs {
             change_seq: std::sync::atomic::AtomicU64::new(0),
             last_change: Mutex::new(HashMap::new()),
             recovery: None,
+            inflight: Default::default(),
             cur_summaries: m
                 .summaries
                 .iter()
@@ -447,6 +475,7 @@ impl Fs {
             fsync_stats: Default::default(),
             data_since_flush: false,
             covered_seq: 0,
+            deferred: Vec::new(),
         })
     }
 
@@ -458,6 +487,10 @@ impl Fs {
             .ok_or(Error::ReadOnly("the volume is mounted read-only".into()))?
             .lock()
             .map_err(|_| Error::InvalidArgument("internal lock poisoned by an earlier failure"))?;
+        let mut ws = ws;
+        if ws.failed.is_none() {
+            ws.failed = self.vol.inflight.failure();
+        }
         if let Some(why) = &ws.failed {
             return Err(Error::ReadOnly(format!(
                 "an earlier change failed ({why}); the image keeps its last checkpoint"
@@ -639,11 +672,7 @@ impl Fs {
         self.vol.extents(&i, first, last, &mut |e| {
             tmp.resize(e.len as usize * BLOCK_SIZE, 0);
             self.vol
-                .dev
-                .read_blocks(e.addr.into(), &mut tmp, IoCause::UserData)
-                .map_err(|err| {
-                    Error::io(format!("data of inode {ino} at block {}", e.addr), err)
-                })?;
+                .read_data(e.addr.into(), &mut tmp, &format!("data of inode {ino}"))?;
             // Copy the part of this run that falls in [offset, offset + n).
             let run_start = e.fblk * bs;
             let lo = run_start.max(offset);
@@ -722,10 +751,7 @@ impl Fs {
         if addr < u64::from(self.vol.layout.main) || end > self.vol.layout.main_end() {
             return Err(Error::InvalidArgument("block range outside the main area"));
         }
-        self.vol
-            .dev
-            .read_blocks(addr, buf, IoCause::UserData)
-            .map_err(|e| Error::io(format!("data at block {addr}"), e))
+        self.vol.read_data(addr, buf, "data")
     }
 
     /// The target of symlink `ino`.

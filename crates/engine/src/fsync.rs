@@ -122,6 +122,9 @@ impl Fs {
     fn fsync_chain(&self, ws: &mut WriteState, ino: u32, datasync: bool) -> Result<()> {
         let v = self.vol();
         let barrier = v.options.fsync_mode != FsyncMode::Nobarrier;
+        // The file's data written by changes that have let the write lock go may still be
+        // on its way to the device: the flush below must come after it.
+        crate::checkpoint::land_data(v, ws)?;
         let mut dnodes = v.nodes.dirty_of(ino, |nid, f| {
             nid != ino && !is_indirect(u64::from(f.ofs())) && f.ofs() != XATTR_NODE_OFFSET
         })?;

@@ -17,6 +17,7 @@ mod fallocate;
 mod file;
 mod fs;
 mod fsync;
+mod inflight;
 mod mkfs;
 mod mount;
 mod nat;

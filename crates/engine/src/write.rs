@@ -149,6 +149,22 @@ impl Editing {
     }
 }
 
+/// Writes batches of data blocks made by `write_data_blocks` and lets readers go to the device
+/// for them again. A failure is also kept in `vol.inflight`, where the next change or
+/// checkpoint finds it and stops: the image keeps its last checkpoint.
+pub(crate) fn write_batches(vol: &crate::fs::Vol, batches: &[crate::inflight::Batch]) -> Result<()> {
+    let mut first = Ok(());
+    for b in batches {
+        let r = write_runs(vol, b, IoCause::UserData);
+        let err = r.as_ref().err().map(|e| format!("data write: {e}"));
+        vol.inflight.done(b, err);
+        if first.is_ok() {
+            first = r;
+        }
+    }
+    first
+}
+
 /// Blocks kept back from every change: room for the checkpoint's node and summary writes.
 const RESERVE_BLOCKS: u64 = 1024;
 
@@ -178,7 +194,12 @@ impl Fs {
                 ws.failed = Some(e.to_string());
             }
         }
-        r
+        let batches = std::mem::take(&mut ws.deferred);
+        drop(ws);
+        // The data goes to the device without the write lock: other changes, checkpoints
+        // excepted, proceed meanwhile (a checkpoint waits for these blocks to land).
+        let written = write_batches(self.vol(), &batches);
+        r.and_then(|t| written.map(|()| t))
     }
 
     pub(crate) fn edit(&self, ino: u32) -> Result<Editing> {
@@ -476,12 +497,7 @@ impl Fs {
                 let mut b = if old == NULL_ADDR || old == NEW_ADDR {
                     [0u8; BLOCK_SIZE]
                 } else {
-                    crate::mount::read_block(
-                        &*self.vol().dev,
-                        old.into(),
-                        IoCause::UserData,
-                        "dentry block",
-                    )?
+                    self.vol().read_data_block(old.into(), "dentry block")?
                 };
                 if insert_into_area(&mut b, false, name, ino, hash, ft) {
                     self.write_data_blocks(ws, &mut p, Log::HotData, &BTreeMap::from([(fblk, b)]))?;
@@ -583,7 +599,12 @@ impl Fs {
             writes.insert(addr, *data);
         }
         ws.data_since_flush = true;
-        write_runs(self.vol(), &writes, IoCause::UserData)
+        // Readers find the blocks in memory from now on; the change's caller writes them
+        // once the write lock is let go (`changing`), or a checkpoint does first.
+        let batch = std::sync::Arc::new(writes);
+        self.vol().inflight.add(&batch);
+        ws.deferred.push(batch);
+        Ok(())
     }
 
     /// The value in slot `index` of node `nid` (the inode itself, or a dnode).
@@ -876,12 +897,7 @@ impl Fs {
                         if lo > bstart || hi < bstart + bs {
                             let old = self.block_addr(&e, fb)?;
                             if old != NULL_ADDR && old != NEW_ADDR && bstart < e.size() {
-                                b = crate::mount::read_block(
-                                    &*self.vol().dev,
-                                    old.into(),
-                                    IoCause::UserData,
-                                    "file data",
-                                )?;
+                                b = self.vol().read_data_block(old.into(), "file data")?;
                             }
                         }
                         let src = data
