@@ -9,9 +9,12 @@
 //! written by the host file system).
 //!
 //! `checkpoint-merge`: seed 002's experiment on a uf2fs FUSE mount, scaled to this machine:
-//! thread A makes 1000 files in dir1, fsyncing dir1 after each (a directory fsync is a
+//! thread A does 1000 × (touch a file in dir1; fsync dir1) (a directory fsync asks for a
 //! checkpoint), while thread B streams 128 KiB writes and thread(s) C loop (touch a file in
-//! dir2; fsync dir2). A's time and the checkpoints written, with `checkpoint_merge` and with
+//! dir2; fsync dir2). Two workloads: `seed`, the commit's own loops (`touch test_dir1/file`:
+//! the same file each time, so after the first round the directory itself does not change),
+//! and `new-files`, where every touch makes a new file (every fsync has a new entry to make
+//! durable). A's time and the checkpoints written, with `checkpoint_merge` and with
 //! `nocheckpoint_merge`, alternated in one run.
 
 use clap::{Parser, Subcommand};
@@ -54,15 +57,19 @@ enum Cmd {
     CheckpointMerge {
         #[arg(long, default_value = "target/bench/checkpoint-merge")]
         dir: PathBuf,
-        /// Files thread A makes (each followed by an fsync of its directory).
+        /// Rounds of thread A (touch a file; fsync its directory).
         #[arg(long, default_value_t = 1000)]
         ops: usize,
         /// Threads doing what thread C does (touch; fsync dir2), each in its own directory.
         #[arg(long, default_value_t = 1)]
         competitors: usize,
-        /// Runs per mode (alternated on, off, on, off...; medians reported).
+        /// Runs per mode and workload (alternated on, off, on, off...; medians reported).
         #[arg(long, default_value_t = 3)]
         runs: usize,
+        /// Workloads: `seed` (the same file touched each round, as in the commit) and/or
+        /// `new-files` (a new file each round).
+        #[arg(long, value_delimiter = ',', default_value = "seed,new-files")]
+        workloads: Vec<String>,
         #[arg(long, default_value = "target/release/uf2fs")]
         uf2fs: PathBuf,
     },
@@ -282,12 +289,23 @@ fn import(dir: &Path, runs: usize, uf2fs: &Path) {
 
 /// One run of seed 002's experiment on a fresh image mounted with `opt`: A's seconds and the
 /// mount's status afterwards.
+/// What touch(1) does: create the file if it is missing, set its times to now.
+fn touch(path: &Path) -> std::io::Result<()> {
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)?;
+    let now = std::time::SystemTime::now();
+    f.set_times(std::fs::FileTimes::new().set_accessed(now).set_modified(now))
+}
+
 fn merge_run(
     dir: &Path,
     uf2fs: &Path,
     opt: &str,
     ops: usize,
     competitors: usize,
+    new_files: bool,
 ) -> (f64, serde_json::Value) {
     use std::fs::{self, File, OpenOptions};
     use std::io::{Seek, SeekFrom, Write};
@@ -340,7 +358,8 @@ fn merge_run(
             s.spawn(move || {
                 let mut n = 0u64;
                 while !stop.load(Ordering::Relaxed) {
-                    File::create(d.join(format!("f{n}"))).expect("touch in dir2");
+                    touch(&d.join(if new_files { format!("f{n}") } else { "file".into() }))
+                        .expect("touch in dir2");
                     File::open(d)
                         .and_then(|h| h.sync_all())
                         .expect("fsync dir2");
@@ -351,7 +370,8 @@ fn merge_run(
         // A: the measured thread.
         let t = Instant::now();
         for i in 0..ops {
-            File::create(dir1.join(format!("f{i}"))).expect("touch in dir1");
+            touch(&dir1.join(if new_files { format!("f{i}") } else { "file".into() }))
+                .expect("touch in dir1");
             File::open(&dir1)
                 .and_then(|h| h.sync_all())
                 .expect("fsync dir1");
@@ -366,58 +386,94 @@ fn merge_run(
     (secs, status)
 }
 
-fn checkpoint_merge(dir: &Path, ops: usize, competitors: usize, runs: usize, uf2fs: &Path) {
+fn checkpoint_merge(
+    dir: &Path,
+    ops: usize,
+    competitors: usize,
+    runs: usize,
+    workloads: &[String],
+    uf2fs: &Path,
+) {
     std::fs::create_dir_all(dir).expect("work dir");
     let modes = ["checkpoint_merge", "nocheckpoint_merge"];
-    let mut results: Vec<Vec<(f64, serde_json::Value)>> = vec![Vec::new(), Vec::new()];
-    for r in 0..runs {
-        for (m, opt) in modes.iter().enumerate() {
-            let (secs, st) = merge_run(dir, uf2fs, opt, ops, competitors);
-            eprintln!("run {r} {opt}: A took {secs:.2} s");
-            results[m].push((secs, st));
-        }
-    }
     let n = |v: &serde_json::Value, p: &str| {
         v.pointer(p)
             .and_then(serde_json::Value::as_u64)
             .unwrap_or(0)
     };
-    let mut rows = Vec::new();
-    println!(
-        "seed 002 on a uf2fs FUSE mount: A = {ops} x (touch dir1/f; fsync dir1), B = 128 KiB writes, {competitors} x C = (touch dir2/f; fsync dir2); medians of {runs}"
-    );
-    println!(
-        "{:<20} {:>10} {:>12} {:>12} {:>10} {:>14} {:>16}",
-        "mode", "A (s)", "cp requests", "cp written", "merged", "fsync requests", "fsyncs per cp"
-    );
-    for (m, opt) in modes.iter().enumerate() {
-        let mut by_time = results[m].clone();
-        by_time.sort_by(|a, b| a.0.total_cmp(&b.0));
-        let (secs, st) = &by_time[by_time.len() / 2];
-        let (req, written, merged, fsyncs) = (
-            n(st, "/checkpoints/requested"),
-            n(st, "/checkpoints/written"),
-            n(st, "/checkpoints/merged"),
-            n(st, "/fsync_requests"),
-        );
-        let per = fsyncs as f64 / written.max(1) as f64;
-        println!(
-            "{opt:<20} {secs:>10.2} {req:>12} {written:>12} {merged:>10} {fsyncs:>14} {per:>16.2}"
-        );
-        rows.push(serde_json::json!({
-            "mode": opt, "a_seconds": secs, "all_a_seconds": results[m].iter().map(|r| r.0).collect::<Vec<_>>(),
-            "checkpoints_requested": req, "checkpoints_written": written, "merged": merged,
-            "fsync_requests": fsyncs, "fsyncs_per_checkpoint": per,
-        }));
+    let mut table = Vec::new();
+    let mut ratios = serde_json::Map::new();
+    for w in workloads {
+        let new_files = match w.as_str() {
+            "seed" => false,
+            "new-files" => true,
+            other => panic!("unknown workload {other:?}: seed or new-files"),
+        };
+        let mut results: Vec<Vec<(f64, serde_json::Value)>> = vec![Vec::new(), Vec::new()];
+        for r in 0..runs {
+            for (m, opt) in modes.iter().enumerate() {
+                let (secs, st) = merge_run(dir, uf2fs, opt, ops, competitors, new_files);
+                eprintln!("{w} run {r} {opt}: A took {secs:.2} s");
+                results[m].push((secs, st));
+            }
+        }
+        let mut rows = Vec::new();
+        for (m, opt) in modes.iter().enumerate() {
+            let mut by_time = results[m].clone();
+            by_time.sort_by(|a, b| a.0.total_cmp(&b.0));
+            let (secs, st) = &by_time[by_time.len() / 2];
+            let (req, written, merged, fsyncs) = (
+                n(st, "/checkpoints/requested"),
+                n(st, "/checkpoints/written"),
+                n(st, "/checkpoints/merged"),
+                n(st, "/fsync_requests"),
+            );
+            rows.push(serde_json::json!({
+                "workload": w, "mode": opt, "a_seconds": secs,
+                "all_a_seconds": results[m].iter().map(|r| r.0).collect::<Vec<_>>(),
+                "checkpoints_requested": req, "checkpoints_written": written, "merged": merged,
+                "fsync_requests": fsyncs,
+                "fsyncs_per_checkpoint": fsyncs as f64 / written.max(1) as f64,
+            }));
+        }
+        let ratio = rows[0]["a_seconds"].as_f64().unwrap_or(0.0)
+            / rows[1]["a_seconds"].as_f64().unwrap_or(1.0);
+        ratios.insert(w.clone(), serde_json::json!(ratio));
+        table.extend(rows);
     }
-    let ratio =
-        rows[0]["a_seconds"].as_f64().unwrap_or(0.0) / rows[1]["a_seconds"].as_f64().unwrap_or(1.0);
-    println!("A's time, merged / unmerged: {ratio:.2} (goal <= 0.60)");
+    println!(
+        "seed 002 on a uf2fs FUSE mount: A = {ops} x (touch dir1/FILE; fsync dir1), B = 128 KiB writes, {competitors} x C = (touch dir2/FILE; fsync dir2); medians of {runs}"
+    );
+    println!("  seed: FILE is the same file each round (the commit's loops); new-files: a new file each round");
+    println!(
+        "{:<10} {:<20} {:>8} {:>12} {:>11} {:>8} {:>15} {:>14}",
+        "workload", "mode", "A (s)", "cp requests", "cp written", "merged", "fsync requests", "fsyncs per cp"
+    );
+    for r in &table {
+        println!(
+            "{:<10} {:<20} {:>8.2} {:>12} {:>11} {:>8} {:>15} {:>14.2}",
+            r["workload"].as_str().unwrap_or(""),
+            r["mode"].as_str().unwrap_or(""),
+            r["a_seconds"].as_f64().unwrap_or(0.0),
+            r["checkpoints_requested"].as_u64().unwrap_or(0),
+            r["checkpoints_written"].as_u64().unwrap_or(0),
+            r["merged"].as_u64().unwrap_or(0),
+            r["fsync_requests"].as_u64().unwrap_or(0),
+            r["fsyncs_per_checkpoint"].as_f64().unwrap_or(0.0),
+        );
+    }
+    for (w, ratio) in &ratios {
+        println!(
+            "{w}: A's time, merged / unmerged: {:.2} (goal <= 0.60)",
+            ratio.as_f64().unwrap_or(0.0)
+        );
+    }
     let path = dir.join("checkpoint-merge.json");
     std::fs::write(
         &path,
         serde_json::to_string_pretty(&serde_json::json!({
-            "ops": ops, "competitors": competitors, "runs": runs, "modes": rows, "merged_over_unmerged": ratio,
+            "ops": ops, "competitors": competitors, "runs": runs, "rows": table,
+            "merged_over_unmerged": ratios,
         }))
         .expect("JSON"),
     )
@@ -434,7 +490,8 @@ fn main() {
             ops,
             competitors,
             runs,
+            workloads,
             uf2fs,
-        } => checkpoint_merge(&dir, ops, competitors, runs, &uf2fs),
+        } => checkpoint_merge(&dir, ops, competitors, runs, &workloads, &uf2fs),
     }
 }
