@@ -296,7 +296,11 @@ fn touch(path: &Path) -> std::io::Result<()> {
         .append(true)
         .open(path)?;
     let now = std::time::SystemTime::now();
-    f.set_times(std::fs::FileTimes::new().set_accessed(now).set_modified(now))
+    f.set_times(
+        std::fs::FileTimes::new()
+            .set_accessed(now)
+            .set_modified(now),
+    )
 }
 
 fn merge_run(
@@ -358,8 +362,12 @@ fn merge_run(
             s.spawn(move || {
                 let mut n = 0u64;
                 while !stop.load(Ordering::Relaxed) {
-                    touch(&d.join(if new_files { format!("f{n}") } else { "file".into() }))
-                        .expect("touch in dir2");
+                    touch(&d.join(if new_files {
+                        format!("f{n}")
+                    } else {
+                        "file".into()
+                    }))
+                    .expect("touch in dir2");
                     File::open(d)
                         .and_then(|h| h.sync_all())
                         .expect("fsync dir2");
@@ -370,8 +378,12 @@ fn merge_run(
         // A: the measured thread.
         let t = Instant::now();
         for i in 0..ops {
-            touch(&dir1.join(if new_files { format!("f{i}") } else { "file".into() }))
-                .expect("touch in dir1");
+            touch(&dir1.join(if new_files {
+                format!("f{i}")
+            } else {
+                "file".into()
+            }))
+            .expect("touch in dir1");
             File::open(&dir1)
                 .and_then(|h| h.sync_all())
                 .expect("fsync dir1");
@@ -447,7 +459,14 @@ fn checkpoint_merge(
     println!("  seed: FILE is the same file each round (the commit's loops); new-files: a new file each round");
     println!(
         "{:<10} {:<20} {:>8} {:>12} {:>11} {:>8} {:>15} {:>14}",
-        "workload", "mode", "A (s)", "cp requests", "cp written", "merged", "fsync requests", "fsyncs per cp"
+        "workload",
+        "mode",
+        "A (s)",
+        "cp requests",
+        "cp written",
+        "merged",
+        "fsync requests",
+        "fsyncs per cp"
     );
     for r in &table {
         println!(

@@ -152,7 +152,10 @@ impl Editing {
 /// Writes batches of data blocks made by `write_data_blocks` and lets readers go to the device
 /// for them again. A failure is also kept in `vol.inflight`, where the next change or
 /// checkpoint finds it and stops: the image keeps its last checkpoint.
-pub(crate) fn write_batches(vol: &crate::fs::Vol, batches: &[crate::inflight::Batch]) -> Result<()> {
+pub(crate) fn write_batches(
+    vol: &crate::fs::Vol,
+    batches: &[crate::inflight::Batch],
+) -> Result<()> {
     let mut first = Ok(());
     for b in batches {
         let r = write_runs(vol, b, IoCause::UserData);
@@ -354,8 +357,30 @@ impl Fs {
 
     /// Makes a new inode named `name` in directory `parent`.
     pub fn create_node(&self, parent: u32, name: &[u8], a: NewInode) -> Result<u32> {
+        self.create_node_with_xattrs(parent, name, a, &[])
+    }
+
+    /// Makes a new inode with xattrs (such as the ACLs it inherits from its directory) in one
+    /// change: no checkpoint and no crash sees it without them.
+    pub fn create_node_with_xattrs(
+        &self,
+        parent: u32,
+        name: &[u8],
+        a: NewInode,
+        xattrs: &[(&[u8], &[u8])],
+    ) -> Result<u32> {
         check_name(name)?;
-        self.changing(8, |ws| {
+        let xattrs = xattrs
+            .iter()
+            .map(|(n, v)| crate::xattr_write::prepare(n, Some(v)))
+            .collect::<Result<Vec<_>>>()?;
+        // Checked before anything changes (the inline area is not counted: conservative).
+        if crate::xattr_write::encoded_len(&xattrs) + 4 > uf2fs_format::xattr::XATTR_NODE_DATA {
+            return Err(Error::NoRoom(
+                "the new inode's xattrs do not fit in an xattr node",
+            ));
+        }
+        self.changing(8 + 2 * xattrs.len() as u64, |ws| {
             let pdir = self.inode(parent)?;
             if pdir.file_type != FileType::Directory {
                 return Err(Error::NotADirectory);
@@ -390,6 +415,9 @@ impl Fs {
             self.add_entry(ws, parent, name, nid, ft)?;
             if ft == FileType::Directory {
                 self.adjust_links(parent, 1)?;
+            }
+            for x in &xattrs {
+                self.apply_xattr(ws, nid, x, crate::xattr_write::XATTR_CREATE)?;
             }
             self.maybe_checkpoint(ws)?;
             Ok(nid)

@@ -43,7 +43,10 @@ impl GateDevice {
                 !s.0
             })
             .unwrap();
-        assert!(!t.timed_out() && g.0, "the armed write never reached the device");
+        assert!(
+            !t.timed_out() && g.0,
+            "the armed write never reached the device"
+        );
     }
 
     fn release(&self) {
@@ -104,8 +107,12 @@ fn a_stuck_data_write_blocks_no_other_change_and_no_reader() {
     });
     let fs = Fs::with_device_rw(Box::new(dev.clone())).unwrap();
     let root = fs.root_ino();
-    let a = fs.create_node(root, b"a", common::crash::file_mode()).unwrap();
-    let b = fs.create_node(root, b"b", common::crash::file_mode()).unwrap();
+    let a = fs
+        .create_node(root, b"a", common::crash::file_mode())
+        .unwrap();
+    let b = fs
+        .create_node(root, b"b", common::crash::file_mode())
+        .unwrap();
     let old_a = pattern(1, 300 << 10);
     fs.write(a, 0, &old_a).unwrap();
     fs.sync().unwrap();
@@ -121,7 +128,10 @@ fn a_stuck_data_write_blocks_no_other_change_and_no_reader() {
         // A reader sees the stuck write's bytes (they are in memory until they land).
         let mut expect_a = old_a.clone();
         expect_a[50 << 10..(50 << 10) + new_a.len()].copy_from_slice(&new_a);
-        assert!(read_all(&fs, a) == expect_a, "a reader saw the blocks under the stuck write");
+        assert!(
+            read_all(&fs, a) == expect_a,
+            "a reader saw the blocks under the stuck write"
+        );
 
         // Other changes go ahead: a new file and a 1 MiB write. (Were they to wait for the
         // stuck write, the gate is opened before failing, so that the test ends.)
@@ -129,7 +139,9 @@ fn a_stuck_data_write_blocks_no_other_change_and_no_reader() {
         let (fs_, data_b_) = (&fs, &data_b);
         let others = s.spawn(move || {
             let (fs, data_b) = (fs_, data_b_);
-            let c = fs.create_node(root, b"c", common::crash::file_mode()).unwrap();
+            let c = fs
+                .create_node(root, b"c", common::crash::file_mode())
+                .unwrap();
             fs.write(b, 0, data_b).unwrap();
             fs.write(c, 0, b"written beside a stuck write").unwrap();
             tx.send(()).unwrap();

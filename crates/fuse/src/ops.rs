@@ -166,24 +166,19 @@ impl Volume {
                 (rdev & 0xff) | ((rdev >> 12) & 0xfff00),
             ),
         };
+        // The inherited ACLs are made with the inode, in the same change.
+        let acls: Vec<(&[u8], &[u8])> = acls
+            .iter()
+            .flat_map(|(access, default)| {
+                [(acl::ACCESS, access), (acl::DEFAULT, default)]
+                    .into_iter()
+                    .filter_map(|(k, v)| Some((k, v.as_deref()?)))
+            })
+            .collect();
         let nid = self
             .fs
-            .create_node(parent, name.as_bytes(), a)
+            .create_node_with_xattrs(parent, name.as_bytes(), a, &acls)
             .map_err(errno)?;
-        if let Some((access, default)) = acls {
-            let set = [(acl::ACCESS, access), (acl::DEFAULT, default)];
-            for (key, value) in set.iter().filter_map(|(k, v)| Some((k, v.as_ref()?))) {
-                if let Err(e) = self.fs.setxattr(nid, key, value, 0) {
-                    // Do not leave an inode with less protection than its ACL meant.
-                    let _ = if mode & 0o170000 == 0o040000 {
-                        self.fs.rmdir(parent, name.as_bytes())
-                    } else {
-                        self.fs.unlink(parent, name.as_bytes())
-                    };
-                    return Err(errno(e));
-                }
-            }
-        }
         Ok(nid)
     }
 
