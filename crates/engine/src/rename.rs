@@ -77,6 +77,42 @@ impl Fs {
         new_name: &[u8],
         flags: u32,
     ) -> Result<()> {
+        self.check_rename(old_name, new_name, flags)?;
+        self.changing(8, |ws| {
+            self.rename_in(ws, old_parent, old_name, new_parent, new_name, flags)
+        })
+    }
+
+    /// Renames like [`Fs::rename`] and leaves a whiteout (a 0:0 character device made with
+    /// `whiteout`'s owner and mode) in the old place, in one change (RENAME_WHITEOUT, which
+    /// overlayfs uses: it must never see the old name gone without its whiteout).
+    pub fn rename_whiteout(
+        &self,
+        old_parent: u32,
+        old_name: &[u8],
+        new_parent: u32,
+        new_name: &[u8],
+        flags: u32,
+        whiteout: crate::write::NewInode,
+    ) -> Result<()> {
+        if flags & RENAME_EXCHANGE != 0 {
+            return Err(Error::InvalidArgument("a whiteout rename cannot exchange"));
+        }
+        self.check_rename(old_name, new_name, flags)?;
+        self.changing(16, |ws| {
+            self.rename_in(ws, old_parent, old_name, new_parent, new_name, flags)?;
+            match self.lookup(old_parent, old_name) {
+                // Renamed onto itself: nothing moved, no whiteout.
+                Ok(_) => Ok(()),
+                Err(Error::NotFound) => self
+                    .make_inode_in(ws, old_parent, old_name, whiteout, &[])
+                    .map(|_| ()),
+                Err(e) => Err(e),
+            }
+        })
+    }
+
+    fn check_rename(&self, old_name: &[u8], new_name: &[u8], flags: u32) -> Result<()> {
         if flags & !(RENAME_NOREPLACE | RENAME_EXCHANGE) != 0
             || flags == RENAME_NOREPLACE | RENAME_EXCHANGE
         {
@@ -88,104 +124,114 @@ impl Fs {
         if old_name == b"." || old_name == b".." {
             return Err(Error::InvalidArgument("cannot rename '.' or '..'"));
         }
-        self.changing(8, |ws| {
-            let (od, nd) = (self.inode(old_parent)?, self.inode(new_parent)?);
-            if od.file_type != FileType::Directory || nd.file_type != FileType::Directory {
-                return Err(Error::NotADirectory);
-            }
-            let src = self.find_entry(&od, old_name)?;
-            // Recovery finds a file's entry by the name and parent in its inode: a renamed
-            // file's next fsync checkpoints (as the kernel's lost-pino rule does).
-            self.needs_checkpoint(ws, src.ino);
-            let sattr = self.inode(src.ino)?;
-            let target = match self.find_entry(&nd, new_name) {
-                Ok(t) => Some(t),
-                Err(Error::NotFound) => None,
-                Err(e) => return Err(e),
-            };
-            if old_parent == new_parent && old_name == new_name {
-                return Ok(());
-            }
-            if target.as_ref().is_some_and(|t| t.ino == src.ino) && flags & RENAME_EXCHANGE == 0 {
-                return Ok(()); // two names of one inode: nothing to do, as POSIX says
-            }
-            if sattr.file_type == FileType::Directory && self.is_ancestor(src.ino, new_parent)? {
+        Ok(())
+    }
+
+    fn rename_in(
+        &self,
+        ws: &mut crate::checkpoint::WriteState,
+        old_parent: u32,
+        old_name: &[u8],
+        new_parent: u32,
+        new_name: &[u8],
+        flags: u32,
+    ) -> Result<()> {
+        let (od, nd) = (self.inode(old_parent)?, self.inode(new_parent)?);
+        if od.file_type != FileType::Directory || nd.file_type != FileType::Directory {
+            return Err(Error::NotADirectory);
+        }
+        let src = self.find_entry(&od, old_name)?;
+        // Recovery finds a file's entry by the name and parent in its inode: a renamed
+        // file's next fsync checkpoints (as the kernel's lost-pino rule does).
+        self.needs_checkpoint(ws, src.ino);
+        let sattr = self.inode(src.ino)?;
+        let target = match self.find_entry(&nd, new_name) {
+            Ok(t) => Some(t),
+            Err(Error::NotFound) => None,
+            Err(e) => return Err(e),
+        };
+        if old_parent == new_parent && old_name == new_name {
+            return Ok(());
+        }
+        if target.as_ref().is_some_and(|t| t.ino == src.ino) && flags & RENAME_EXCHANGE == 0 {
+            return Ok(()); // two names of one inode: nothing to do, as POSIX says
+        }
+        if sattr.file_type == FileType::Directory && self.is_ancestor(src.ino, new_parent)? {
+            return Err(Error::InvalidArgument(
+                "cannot move a directory into itself",
+            ));
+        }
+        if flags & RENAME_EXCHANGE != 0 {
+            let t = target.ok_or(Error::NotFound)?;
+            self.needs_checkpoint(ws, t.ino);
+            let tattr = self.inode(t.ino)?;
+            if tattr.file_type == FileType::Directory && self.is_ancestor(t.ino, old_parent)? {
                 return Err(Error::InvalidArgument(
                     "cannot move a directory into itself",
                 ));
             }
-            if flags & RENAME_EXCHANGE != 0 {
-                let t = target.ok_or(Error::NotFound)?;
-                self.needs_checkpoint(ws, t.ino);
+            self.retarget(ws, old_parent, &src, t.ino, tattr.file_type)?;
+            let nd = self.inode(new_parent)?;
+            let t2 = self.find_entry(&nd, new_name)?;
+            self.retarget(ws, new_parent, &t2, src.ino, sattr.file_type)?;
+            if old_parent != new_parent {
+                let (sd, td) = (
+                    sattr.file_type == FileType::Directory,
+                    tattr.file_type == FileType::Directory,
+                );
+                if sd {
+                    self.set_dotdot(ws, src.ino, new_parent)?;
+                }
+                if td {
+                    self.set_dotdot(ws, t.ino, old_parent)?;
+                }
+                if sd != td {
+                    let d = if sd { 1 } else { -1 };
+                    self.adjust_links(new_parent, d)?;
+                    self.adjust_links(old_parent, -d)?;
+                }
+            }
+            self.moved_inode(src.ino, new_parent, new_name)?;
+            return self.moved_inode(t.ino, old_parent, old_name);
+        }
+        let is_dir = sattr.file_type == FileType::Directory;
+        match target {
+            Some(t) => {
+                if flags & RENAME_NOREPLACE != 0 {
+                    return Err(Error::Exists);
+                }
                 let tattr = self.inode(t.ino)?;
-                if tattr.file_type == FileType::Directory && self.is_ancestor(t.ino, old_parent)? {
-                    return Err(Error::InvalidArgument(
-                        "cannot move a directory into itself",
-                    ));
+                let tdir = tattr.file_type == FileType::Directory;
+                if is_dir && !tdir {
+                    return Err(Error::NotADirectory);
                 }
-                self.retarget(ws, old_parent, &src, t.ino, tattr.file_type)?;
-                let nd = self.inode(new_parent)?;
-                let t2 = self.find_entry(&nd, new_name)?;
-                self.retarget(ws, new_parent, &t2, src.ino, sattr.file_type)?;
-                if old_parent != new_parent {
-                    let (sd, td) = (
-                        sattr.file_type == FileType::Directory,
-                        tattr.file_type == FileType::Directory,
-                    );
-                    if sd {
-                        self.set_dotdot(ws, src.ino, new_parent)?;
-                    }
-                    if td {
-                        self.set_dotdot(ws, t.ino, old_parent)?;
-                    }
-                    if sd != td {
-                        let d = if sd { 1 } else { -1 };
-                        self.adjust_links(new_parent, d)?;
-                        self.adjust_links(old_parent, -d)?;
-                    }
+                if !is_dir && tdir {
+                    return Err(Error::IsADirectory);
                 }
-                self.moved_inode(src.ino, new_parent, new_name)?;
-                return self.moved_inode(t.ino, old_parent, old_name);
-            }
-            let is_dir = sattr.file_type == FileType::Directory;
-            match target {
-                Some(t) => {
-                    if flags & RENAME_NOREPLACE != 0 {
-                        return Err(Error::Exists);
-                    }
-                    let tattr = self.inode(t.ino)?;
-                    let tdir = tattr.file_type == FileType::Directory;
-                    if is_dir && !tdir {
-                        return Err(Error::NotADirectory);
-                    }
-                    if !is_dir && tdir {
-                        return Err(Error::IsADirectory);
-                    }
-                    if tdir && !self.readdir(t.ino)?.is_empty() {
-                        return Err(Error::NotEmpty);
-                    }
-                    self.retarget(ws, new_parent, &t, src.ino, sattr.file_type)?;
-                    if tdir {
-                        self.drop_dir(ws, t.ino)?;
-                        // The replaced directory's link from the new parent goes with it.
-                        self.adjust_links(new_parent, -1)?;
-                    } else {
-                        self.drop_link(ws, t.ino)?;
-                    }
+                if tdir && !self.readdir(t.ino)?.is_empty() {
+                    return Err(Error::NotEmpty);
                 }
-                None => self.add_entry(ws, new_parent, new_name, src.ino, sattr.file_type)?,
+                self.retarget(ws, new_parent, &t, src.ino, sattr.file_type)?;
+                if tdir {
+                    self.drop_dir(ws, t.ino)?;
+                    // The replaced directory's link from the new parent goes with it.
+                    self.adjust_links(new_parent, -1)?;
+                } else {
+                    self.drop_link(ws, t.ino)?;
+                }
             }
-            // The old entry goes (found again: adding may have moved blocks of the same dir).
-            let od = self.inode(old_parent)?;
-            let src_now = self.find_entry(&od, old_name)?;
-            self.remove_entry(ws, old_parent, &src_now)?;
-            if is_dir && old_parent != new_parent {
-                self.set_dotdot(ws, src.ino, new_parent)?;
-                self.adjust_links(old_parent, -1)?;
-                self.adjust_links(new_parent, 1)?;
-            }
-            self.moved_inode(src.ino, new_parent, new_name)
-        })
+            None => self.add_entry(ws, new_parent, new_name, src.ino, sattr.file_type)?,
+        }
+        // The old entry goes (found again: adding may have moved blocks of the same dir).
+        let od = self.inode(old_parent)?;
+        let src_now = self.find_entry(&od, old_name)?;
+        self.remove_entry(ws, old_parent, &src_now)?;
+        if is_dir && old_parent != new_parent {
+            self.set_dotdot(ws, src.ino, new_parent)?;
+            self.adjust_links(old_parent, -1)?;
+            self.adjust_links(new_parent, 1)?;
+        }
+        self.moved_inode(src.ino, new_parent, new_name)
     }
 
     /// Points directory `dir`'s '..' at `parent`.

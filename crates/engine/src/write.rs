@@ -381,47 +381,61 @@ impl Fs {
             ));
         }
         self.changing(8 + 2 * xattrs.len() as u64, |ws| {
-            let pdir = self.inode(parent)?;
-            if pdir.file_type != FileType::Directory {
-                return Err(Error::NotADirectory);
-            }
-            match self.lookup(parent, name) {
-                Ok(_) => return Err(Error::Exists),
-                Err(Error::NotFound) => {}
-                Err(e) => return Err(e),
-            }
-            let nid = self.vol().nat.alloc(&*self.vol().dev)?;
-            let e = self.new_inode_block(nid, parent, name, a)?;
-            let ft = e.inode.file_type;
-            self.vol().nat.set(
-                nid,
-                uf2fs_format::nat::NatEntry {
-                    version: self.vol().nat.entry(&*self.vol().dev, nid)?.version,
-                    ino: nid,
-                    block_addr: NEW_ADDR,
-                },
-            )?;
-            ws.valid_nodes += 1;
-            ws.valid_inodes += 1;
-            ws.valid_blocks += 1;
-            ws.born.insert(nid);
-            self.commit(e)?;
-            if ft == FileType::Directory && !self.vol().options.inline_dentry {
-                // noinline_dentry: the new directory's '.' and '..' go to dentry block 0.
-                let mut d = self.edit(nid)?;
-                self.convert_inline_dir(ws, &mut d)?;
-                self.commit(d)?;
-            }
-            self.add_entry(ws, parent, name, nid, ft)?;
-            if ft == FileType::Directory {
-                self.adjust_links(parent, 1)?;
-            }
-            for x in &xattrs {
-                self.apply_xattr(ws, nid, x, crate::xattr_write::XATTR_CREATE)?;
-            }
+            let nid = self.make_inode_in(ws, parent, name, a, &xattrs)?;
             self.maybe_checkpoint(ws)?;
             Ok(nid)
         })
+    }
+
+    /// The body of a create, inside a running change.
+    pub(crate) fn make_inode_in(
+        &self,
+        ws: &mut WriteState,
+        parent: u32,
+        name: &[u8],
+        a: NewInode,
+        xattrs: &[crate::xattr_write::XattrChange],
+    ) -> Result<u32> {
+        check_name(name)?;
+        let pdir = self.inode(parent)?;
+        if pdir.file_type != FileType::Directory {
+            return Err(Error::NotADirectory);
+        }
+        match self.lookup(parent, name) {
+            Ok(_) => return Err(Error::Exists),
+            Err(Error::NotFound) => {}
+            Err(e) => return Err(e),
+        }
+        let nid = self.vol().nat.alloc(&*self.vol().dev)?;
+        let e = self.new_inode_block(nid, parent, name, a)?;
+        let ft = e.inode.file_type;
+        self.vol().nat.set(
+            nid,
+            uf2fs_format::nat::NatEntry {
+                version: self.vol().nat.entry(&*self.vol().dev, nid)?.version,
+                ino: nid,
+                block_addr: NEW_ADDR,
+            },
+        )?;
+        ws.valid_nodes += 1;
+        ws.valid_inodes += 1;
+        ws.valid_blocks += 1;
+        ws.born.insert(nid);
+        self.commit(e)?;
+        if ft == FileType::Directory && !self.vol().options.inline_dentry {
+            // noinline_dentry: the new directory's '.' and '..' go to dentry block 0.
+            let mut d = self.edit(nid)?;
+            self.convert_inline_dir(ws, &mut d)?;
+            self.commit(d)?;
+        }
+        self.add_entry(ws, parent, name, nid, ft)?;
+        if ft == FileType::Directory {
+            self.adjust_links(parent, 1)?;
+        }
+        for x in xattrs {
+            self.apply_xattr(ws, nid, x, crate::xattr_write::XATTR_CREATE)?;
+        }
+        Ok(nid)
     }
 
     /// Adds a hard link `name` in `parent` to the existing non-directory `ino`.

@@ -139,6 +139,32 @@ impl Volume {
         rdev: u32,
     ) -> Result<u32, Errno> {
         let parent = self.nid(parent);
+        let (a, acls) = self.new_inode(req, parent, mode, umask, rdev)?;
+        // The inherited ACLs are made with the inode, in the same change.
+        let acls: Vec<(&[u8], &[u8])> = acls
+            .iter()
+            .flat_map(|(access, default)| {
+                [(acl::ACCESS, access), (acl::DEFAULT, default)]
+                    .into_iter()
+                    .filter_map(|(k, v)| Some((k, v.as_deref()?)))
+            })
+            .collect();
+        self.fs
+            .create_node_with_xattrs(parent, name.as_bytes(), a, &acls)
+            .map_err(errno)
+    }
+
+    /// Owner, mode and device of a new inode in `parent` (a nid), and the access and default
+    /// ACLs it inherits.
+    #[allow(clippy::type_complexity, reason = "a private helper's two results")]
+    fn new_inode(
+        &self,
+        req: &Request,
+        parent: u32,
+        mode: u32,
+        umask: u32,
+        rdev: u32,
+    ) -> Result<(NewInode, Option<(Option<Vec<u8>>, Option<Vec<u8>>)>), Errno> {
         let p = self.fs.getattr(parent).map_err(errno)?;
         // The kernel leaves the umask to us (FUSE_DONT_MASK): a default ACL of the parent
         // replaces it, as on Linux's file systems. Symbolic links get no ACL.
@@ -166,20 +192,7 @@ impl Volume {
                 (rdev & 0xff) | ((rdev >> 12) & 0xfff00),
             ),
         };
-        // The inherited ACLs are made with the inode, in the same change.
-        let acls: Vec<(&[u8], &[u8])> = acls
-            .iter()
-            .flat_map(|(access, default)| {
-                [(acl::ACCESS, access), (acl::DEFAULT, default)]
-                    .into_iter()
-                    .filter_map(|(k, v)| Some((k, v.as_deref()?)))
-            })
-            .collect();
-        let nid = self
-            .fs
-            .create_node_with_xattrs(parent, name.as_bytes(), a, &acls)
-            .map_err(errno)?;
-        Ok(nid)
+        Ok((a, acls))
     }
 
     /// Whether the caller of `req` belongs to group `gid` (its own or a supplementary one,
@@ -543,19 +556,19 @@ impl Filesystem for Volume {
         // EXCHANGE): the rename, then a whiteout (a 0:0 character device) in the old place.
         let whiteout = flags.contains(RenameFlags::RENAME_WHITEOUT);
         let run = || -> Result<(), Errno> {
-            self.fs
-                .rename(
-                    self.nid(parent),
-                    name.as_bytes(),
-                    self.nid(newparent),
-                    newname.as_bytes(),
-                    (flags - RenameFlags::RENAME_WHITEOUT).bits(),
-                )
-                .map_err(errno)?;
+            let (from, to) = (self.nid(parent), self.nid(newparent));
+            let rest = (flags - RenameFlags::RENAME_WHITEOUT).bits();
             if whiteout {
-                self.make(req, parent, name, 0o020000, 0, 0)?;
+                // Owner and group as for any new inode in `parent`; a whiteout takes no ACL.
+                let (w, _) = self.new_inode(req, from, 0o020000, 0, 0)?;
+                self.fs
+                    .rename_whiteout(from, name.as_bytes(), to, newname.as_bytes(), rest, w)
+                    .map_err(errno)
+            } else {
+                self.fs
+                    .rename(from, name.as_bytes(), to, newname.as_bytes(), rest)
+                    .map_err(errno)
             }
-            Ok(())
         };
         done(reply, run());
     }
