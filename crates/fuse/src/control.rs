@@ -12,7 +12,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use uf2fs_engine::Fs;
 
 pub struct ControlPaths {
@@ -98,7 +98,7 @@ type StatusFn = dyn Fn() -> Result<MountStatus, String> + Send + Sync;
 
 pub(crate) fn spawn(
     listener: UnixListener,
-    fs: Arc<Fs>,
+    fs: Weak<Fs>,
     status: Arc<StatusFn>,
     unmounter: Arc<Mutex<SessionUnmounter>>,
     waiters: Waiters,
@@ -123,7 +123,7 @@ pub(crate) fn spawn(
 
 fn answer(
     conn: UnixStream,
-    fs: &Fs,
+    fs: &Weak<Fs>,
     status: &StatusFn,
     unmounter: &Mutex<SessionUnmounter>,
     waiters: &Waiters,
@@ -144,9 +144,10 @@ fn answer(
                 Err(e) => format!("error: {e}"),
             }
         }
-        "sync" => match fs.sync() {
-            Ok(()) => "ok".into(),
-            Err(e) => format!("error: {e}"),
+        "sync" => match fs.upgrade().map(|fs| fs.sync()) {
+            Some(Ok(())) => "ok".into(),
+            Some(Err(e)) => format!("error: {e}"),
+            None => "error: the volume is being unmounted".into(),
         },
         "unmount" => {
             waiters.add(conn);

@@ -148,8 +148,10 @@ pub fn serve(
     let _ = notifier_slot.set(session.notifier());
     let unmounter = Arc::new(Mutex::new(session.unmount_callable()));
 
+    // The control thread and the status closure hold the volume weakly: at unmount the
+    // daemon closes the image (and lets go of its lock) before it tells waiters it is done.
     let status = {
-        let fs = fs.clone();
+        let fs = Arc::downgrade(&fs);
         let (image, mountpoint, opts, log) = (
             image.clone(),
             mountpoint.clone(),
@@ -166,7 +168,11 @@ pub fn serve(
                 read_only_reason: reason.clone(),
                 fsync_requests: counters.load(std::sync::atomic::Ordering::Relaxed),
                 log: log.clone(),
-                volume: fs.status().map_err(|e| e.to_string())?,
+                volume: fs
+                    .upgrade()
+                    .ok_or("the volume is being unmounted")?
+                    .status()
+                    .map_err(|e| e.to_string())?,
             })
         }
     };
@@ -174,7 +180,7 @@ pub fn serve(
     let waiters = control::Waiters::default();
     control::spawn(
         listener,
-        fs.clone(),
+        Arc::downgrade(&fs),
         Arc::new(status),
         unmounter.clone(),
         waiters.clone(),
@@ -198,6 +204,22 @@ pub fn serve(
         Err(e) => tracing::error!("{e}"),
     }
     let _ = std::fs::remove_file(&paths.socket);
+    // Close the image before saying done, so that whoever waited can use it at once: the
+    // session is gone (`run` consumed it, and its request handlers with it); any control
+    // request still running lets go within a bounded wait.
+    let mut fs = fs;
+    for _ in 0..500 {
+        match Arc::try_unwrap(fs) {
+            Ok(f) => {
+                drop(f);
+                break;
+            }
+            Err(still) => {
+                fs = still;
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+        }
+    }
     waiters.finish(&outcome);
     outcome
 }
