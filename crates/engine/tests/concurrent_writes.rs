@@ -254,3 +254,39 @@ fn a_reader_never_finds_a_linked_block_that_is_neither_in_flight_nor_written() {
     std::fs::write(&img, image).unwrap();
     assert_fsck_clean(&img);
 }
+
+/// Readers take no write lock, so a getxattr can read the inode (naming its xattr node) just
+/// before a removexattr frees that node. generic/403 does this through FUSE (a getfattr loop
+/// beside setfattr/setfattr -x of a 512-byte value) and once saw EIO ("NAT entry is free for
+/// a node in use"). The reader must get the small attribute every time.
+#[test]
+fn getxattr_beside_an_xattr_node_coming_and_going() {
+    let fs = Fs::with_device_rw(Box::new(MemDevice::new(
+        common::crash::fresh_mem_image(),
+        false,
+    )))
+    .unwrap();
+    let root = fs.root_ino();
+    let f = fs
+        .create_node(root, b"f", common::crash::file_mode())
+        .unwrap();
+    fs.setxattr(f, b"trusted.small", b"a", 0).unwrap();
+    let big = vec![b'a'; 512];
+    let done = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let reader = s.spawn(|| {
+            let mut n = 0u64;
+            while !done.load(Ordering::SeqCst) {
+                assert_eq!(fs.getxattr(f, b"trusted.small").unwrap(), b"a");
+                n += 1;
+            }
+            n
+        });
+        for _ in 0..3000 {
+            fs.setxattr(f, b"trusted.big", &big, 0).unwrap();
+            fs.removexattr(f, b"trusted.big").unwrap();
+        }
+        done.store(true, Ordering::SeqCst);
+        assert!(reader.join().unwrap() > 0);
+    });
+}
