@@ -776,8 +776,18 @@ impl Fs {
 
     /// Every user-visible xattr (full name, value as getxattr returns it), in stored order.
     pub fn xattrs(&self, ino: u32) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
-        let i = self.inode(ino)?;
-        let raw: Vec<Xattr> = self.vol.xattrs(&i)?;
+        let raw: Vec<Xattr> = match self.inode(ino).and_then(|i| self.vol.xattrs(&i)) {
+            // Readers take no write lock: a change (removexattr, a smaller setxattr) may free
+            // the xattr node the inode we read names before we read the node ("NAT entry is
+            // free", or a footer of its next owner). Read both again with changes held off:
+            // what fails then is damage, not a race. (No caller holds the write lock here.)
+            Err(Error::Corrupt(_)) if self.vol.write.is_some() => {
+                let _changes_wait = self.vol.write.as_ref().and_then(|w| w.lock().ok());
+                let i = self.inode(ino)?;
+                self.vol.xattrs(&i)?
+            }
+            r => r?,
+        };
         let mut out = Vec::new();
         for x in raw {
             if let Some(name) = x.full_name() {

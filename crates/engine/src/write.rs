@@ -615,6 +615,7 @@ impl Fs {
         blocks: &BTreeMap<u64, Block>,
     ) -> Result<()> {
         let mut writes: BTreeMap<u32, Block> = BTreeMap::new();
+        let mut links = Vec::with_capacity(blocks.len());
         for (fblk, data) in blocks {
             let (nid, index) = self.ensure_dnode(ws, e, *fblk)?;
             let version = self
@@ -629,6 +630,19 @@ impl Fs {
                 ofs_in_node: (index as u16).into(),
             };
             let addr = ws.segs.alloc(log, sum)?;
+            links.push((nid, index, addr));
+            writes.insert(addr, *data);
+        }
+        ws.data_since_flush = true;
+        // Readers find the blocks in memory from now on; the change's caller writes them
+        // once the write lock is let go (`changing`), or a checkpoint does first. This comes
+        // before the blocks are linked: `set_addr` on a dnode puts it in the node cache at
+        // once, where a reader (who takes no write lock) may walk it, and an address it finds
+        // there must be in flight or landed, never an unwritten block read from the device.
+        let batch = std::sync::Arc::new(writes);
+        self.vol().inflight.add(&batch);
+        ws.deferred.push(batch);
+        for (nid, index, addr) in links {
             let old = self.set_addr(e, nid, index, addr)?;
             if old == NULL_ADDR || old == NEW_ADDR {
                 if old == NULL_ADDR {
@@ -638,14 +652,7 @@ impl Fs {
             } else {
                 ws.segs.invalidate(old);
             }
-            writes.insert(addr, *data);
         }
-        ws.data_since_flush = true;
-        // Readers find the blocks in memory from now on; the change's caller writes them
-        // once the write lock is let go (`changing`), or a checkpoint does first.
-        let batch = std::sync::Arc::new(writes);
-        self.vol().inflight.add(&batch);
-        ws.deferred.push(batch);
         Ok(())
     }
 
