@@ -616,6 +616,42 @@ impl Fs {
         })
     }
 
+    /// `getattr` for a caller racing changes (the FUSE daemon; not for use under the write
+    /// lock). Reads take no lock, so an inode freed by an unlink just before its read fails
+    /// as corrupt (its NAT entry free, or a node of another owner). Such a failure is checked
+    /// again with changes held off: an inode that is no inode any more is `NotFound`; one
+    /// that still fails is damage.
+    pub fn getattr_shared(&self, ino: u32) -> Result<Attr> {
+        match self.getattr(ino) {
+            Err(Error::Corrupt(_)) if self.vol.write.is_some() => {
+                let _changes_wait = self.vol.write.as_ref().and_then(|w| w.lock().ok());
+                if !self.is_inode(ino)? {
+                    return Err(Error::NotFound);
+                }
+                self.getattr(ino)
+            }
+            r => r,
+        }
+    }
+
+    /// `lookup` and `getattr` of what it finds, for a caller racing changes (see
+    /// [`Fs::getattr_shared`]): on a failure as corrupt both run again with changes held off,
+    /// so a name unlinked meanwhile is `NotFound`, and an entry naming a free inode is still
+    /// corruption.
+    pub fn lookup_attr_shared(&self, parent: u32, name: &[u8]) -> Result<(u32, Attr)> {
+        let once = || -> Result<(u32, Attr)> {
+            let ino = self.lookup(parent, name)?;
+            Ok((ino, self.getattr(ino)?))
+        };
+        match once() {
+            Err(Error::Corrupt(_)) if self.vol.write.is_some() => {
+                let _changes_wait = self.vol.write.as_ref().and_then(|w| w.lock().ok());
+                once()
+            }
+            r => r,
+        }
+    }
+
     /// The inode number of `name` in directory `parent`.
     pub fn lookup(&self, parent: u32, name: &[u8]) -> Result<u32> {
         let dir = self.inode(parent)?;

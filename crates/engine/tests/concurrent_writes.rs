@@ -302,3 +302,45 @@ fn getxattr_beside_an_xattr_node_coming_and_going() {
         assert!(reader.join().unwrap() > 0);
     });
 }
+
+/// A lookup racing an unlink (fstests generic/011, dirstress): the name is found, the inode is
+/// freed before it is read. The racing reader gets the inode or NotFound, never "corrupt".
+#[test]
+fn lookup_beside_create_and_unlink_is_found_or_not_found() {
+    let fs = Fs::with_device_rw(Box::new(MemDevice::new(
+        common::crash::fresh_mem_image(),
+        false,
+    )))
+    .unwrap();
+    let root = fs.root_ino();
+    let done = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let reader = s.spawn(|| {
+            let (mut found, mut missing) = (0u64, 0u64);
+            while !done.load(Ordering::SeqCst) {
+                match fs.lookup_attr_shared(root, b"x") {
+                    Ok((ino, a)) => {
+                        assert_eq!(a.ino, ino);
+                        // A node id the kernel holds, asked after the unlink: gone, not bad.
+                        match fs.getattr_shared(ino) {
+                            Ok(_) | Err(uf2fs_engine::Error::NotFound) => {}
+                            Err(e) => panic!("getattr of a just-unlinked inode: {e}"),
+                        }
+                        found += 1;
+                    }
+                    Err(uf2fs_engine::Error::NotFound) => missing += 1,
+                    Err(e) => panic!("lookup beside an unlink: {e}"),
+                }
+            }
+            (found, missing)
+        });
+        for _ in 0..3000 {
+            fs.create_node(root, b"x", common::crash::file_mode())
+                .unwrap();
+            fs.unlink(root, b"x").unwrap();
+        }
+        done.store(true, Ordering::SeqCst);
+        let (found, missing) = reader.join().unwrap();
+        assert!(found + missing > 0);
+    });
+}

@@ -114,13 +114,13 @@ impl Volume {
 
     fn attr(&self, nid: u32) -> Result<FileAttr, Errno> {
         self.fs
-            .getattr(nid)
+            .getattr_shared(nid)
             .map(|a| to_fuse_attr(&a))
             .map_err(errno)
     }
 
     fn entry(&self, nid: u32, reply: ReplyEntry) {
-        match self.fs.getattr(nid) {
+        match self.fs.getattr_shared(nid) {
             Ok(a) => reply.entry(&TTL, &to_fuse_attr(&a), Generation(a.generation.into())),
             Err(e) => reply.error(errno(e)),
         }
@@ -368,22 +368,18 @@ impl Filesystem for Volume {
                 Err(e) => reply.error(errno(e)),
             };
         }
-        match self.fs.lookup(parent, name.as_bytes()) {
-            Ok(nid) if name.as_bytes() == b".." && nid == self.fs.root_ino() => {
+        // Looked up and read together: a name unlinked while we read it is ENOENT, not EIO.
+        match self.fs.lookup_attr_shared(parent, name.as_bytes()) {
+            Ok((nid, a)) if name.as_bytes() == b".." && nid == self.fs.root_ino() => {
                 // Asked only when the kernel reconnects a decoded directory handle to the
                 // root: it must meet the root under FUSE's root id, not as a second inode.
                 // (The reply's node id is its st_ino: the root shows 1 until its next
                 // getattr, within TTL.)
-                match self.fs.getattr(nid) {
-                    Ok(a) => {
-                        let mut attr = to_fuse_attr(&a);
-                        attr.ino = INodeNo(1);
-                        reply.entry(&TTL, &attr, Generation(a.generation.into()));
-                    }
-                    Err(e) => reply.error(errno(e)),
-                }
+                let mut attr = to_fuse_attr(&a);
+                attr.ino = INodeNo(1);
+                reply.entry(&TTL, &attr, Generation(a.generation.into()));
             }
-            Ok(nid) => self.entry(nid, reply),
+            Ok((_, a)) => reply.entry(&TTL, &to_fuse_attr(&a), Generation(a.generation.into())),
             Err(e) => reply.error(errno(e)),
         }
     }
