@@ -111,6 +111,16 @@ fn gate_device() -> Arc<GateDevice> {
     })
 }
 
+/// Unmounts, has fsck.f2fs judge the image, and mounts its bytes again read-only.
+fn unmount_and_judge(fs: Fs, dev: &GateDevice, name: &str) -> Fs {
+    fs.unmount().unwrap();
+    let image = dev.mem.contents();
+    let img = scratch(name).join("img");
+    std::fs::write(&img, &image).unwrap();
+    assert_fsck_clean(&img);
+    Fs::with_device(Box::new(MemDevice::new(image, true))).unwrap()
+}
+
 fn pattern(seed: u8, len: usize) -> Vec<u8> {
     (0..len)
         .map(|i| seed.wrapping_add((i / 4096) as u8) ^ (i as u8))
@@ -193,17 +203,11 @@ fn a_stuck_data_write_blocks_no_other_change_and_no_reader() {
     // Everything is in the checkpoint: a fresh mount of the bytes reads it back.
     let mut expect_a = old_a.clone();
     expect_a[50 << 10..(50 << 10) + new_a.len()].copy_from_slice(&new_a);
-    fs.unmount().unwrap();
-    let image = dev.mem.contents();
-    let again = Fs::with_device(Box::new(MemDevice::new(image.clone(), true))).unwrap();
+    let again = unmount_and_judge(fs, &dev, "concurrent_writes");
     let c = again.resolve(b"/c", true).unwrap();
     assert!(read_all(&again, again.resolve(b"/a", true).unwrap()) == expect_a);
     assert!(read_all(&again, again.resolve(b"/b", true).unwrap()) == data_b);
     assert_eq!(read_all(&again, c), b"written beside a stuck write");
-    let dir = scratch("concurrent_writes");
-    let img = dir.join("img");
-    std::fs::write(&img, image).unwrap();
-    assert_fsck_clean(&img);
 }
 
 /// A write that spans two dnodes links its blocks into the first (which goes into the node
@@ -257,14 +261,8 @@ fn a_reader_never_finds_a_linked_block_that_is_neither_in_flight_nor_written() {
         }
     });
     assert!(read_all(&fs, a) == after);
-    fs.unmount().unwrap();
-    let image = dev.mem.contents();
-    let again = Fs::with_device(Box::new(MemDevice::new(image.clone(), true))).unwrap();
+    let again = unmount_and_judge(fs, &dev, "concurrent_writes_link");
     assert!(read_all(&again, again.resolve(b"/a", true).unwrap()) == after);
-    let dir = scratch("concurrent_writes_link");
-    let img = dir.join("img");
-    std::fs::write(&img, image).unwrap();
-    assert_fsck_clean(&img);
 }
 
 /// Readers take no write lock, so a getxattr can read the inode (naming its xattr node) just
