@@ -121,6 +121,15 @@ fn unmount_and_judge(fs: Fs, dev: &GateDevice, name: &str) -> Fs {
     Fs::with_device(Box::new(MemDevice::new(image, true))).unwrap()
 }
 
+/// A writable volume on a fresh in-memory image.
+fn fresh_fs() -> Fs {
+    Fs::with_device_rw(Box::new(MemDevice::new(
+        common::crash::fresh_mem_image(),
+        false,
+    )))
+    .unwrap()
+}
+
 fn pattern(seed: u8, len: usize) -> Vec<u8> {
     (0..len)
         .map(|i| seed.wrapping_add((i / 4096) as u8) ^ (i as u8))
@@ -271,11 +280,7 @@ fn a_reader_never_finds_a_linked_block_that_is_neither_in_flight_nor_written() {
 /// a node in use"). The reader must get the small attribute every time.
 #[test]
 fn getxattr_beside_an_xattr_node_coming_and_going() {
-    let fs = Fs::with_device_rw(Box::new(MemDevice::new(
-        common::crash::fresh_mem_image(),
-        false,
-    )))
-    .unwrap();
+    let fs = fresh_fs();
     let root = fs.root_ino();
     let f = fs
         .create_node(root, b"f", common::crash::file_mode())
@@ -305,11 +310,7 @@ fn getxattr_beside_an_xattr_node_coming_and_going() {
 /// freed before it is read. The racing reader gets the inode or NotFound, never "corrupt".
 #[test]
 fn lookup_beside_create_and_unlink_is_found_or_not_found() {
-    let fs = Fs::with_device_rw(Box::new(MemDevice::new(
-        common::crash::fresh_mem_image(),
-        false,
-    )))
-    .unwrap();
+    let fs = fresh_fs();
     let root = fs.root_ino();
     let done = AtomicBool::new(false);
     std::thread::scope(|s| {
