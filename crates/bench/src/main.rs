@@ -287,8 +287,6 @@ fn import(dir: &Path, runs: usize, uf2fs: &Path) {
     println!("JSON: {}", path.display());
 }
 
-/// One run of seed 002's experiment on a fresh image mounted with `opt`: A's seconds and the
-/// mount's status afterwards.
 /// What touch(1) does: create the file if it is missing, set its times to now.
 fn touch(path: &Path) -> std::io::Result<()> {
     let f = std::fs::OpenOptions::new()
@@ -303,6 +301,20 @@ fn touch(path: &Path) -> std::io::Result<()> {
     )
 }
 
+/// What one run of seed 002's experiment measured.
+#[derive(Clone)]
+struct MergeRun {
+    /// A's seconds for its rounds.
+    secs: f64,
+    /// B's write rate while A ran (MiB/s): whether checkpoints stall a writer that never syncs.
+    b_mib_s: f64,
+    /// C's rounds per second while A ran (all C threads).
+    c_rounds_s: f64,
+    /// The mount's status afterwards.
+    status: serde_json::Value,
+}
+
+/// One run of seed 002's experiment on a fresh image mounted with `opt`.
 fn merge_run(
     dir: &Path,
     uf2fs: &Path,
@@ -310,10 +322,12 @@ fn merge_run(
     ops: usize,
     competitors: usize,
     new_files: bool,
-) -> (f64, serde_json::Value) {
+) -> MergeRun {
     use std::fs::{self, File, OpenOptions};
     use std::io::{Seek, SeekFrom, Write};
-    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    let b_bytes = AtomicU64::new(0);
+    let c_rounds = AtomicU64::new(0);
     let img = dir.join("img");
     let mnt = dir.join("mnt");
     let _ = fs::remove_file(&img);
@@ -349,6 +363,7 @@ fn merge_run(
             let mut off = 0u64;
             while !stop.load(Ordering::Relaxed) {
                 f.write_all(&buf).expect("stream write");
+                b_bytes.fetch_add(buf.len() as u64, Ordering::Relaxed);
                 off += buf.len() as u64;
                 if off >= 256 << 20 {
                     off = 0;
@@ -358,7 +373,7 @@ fn merge_run(
         });
         // C: touch a file in its directory, fsync the directory, until A is done.
         for d in &cdirs {
-            let stop = &stop;
+            let (stop, c_rounds) = (&stop, &c_rounds);
             s.spawn(move || {
                 let mut n = 0u64;
                 while !stop.load(Ordering::Relaxed) {
@@ -371,12 +386,14 @@ fn merge_run(
                     File::open(d)
                         .and_then(|h| h.sync_all())
                         .expect("fsync dir2");
+                    c_rounds.fetch_add(1, Ordering::Relaxed);
                     n += 1;
                 }
             });
         }
         // A: the measured thread.
         let t = Instant::now();
+        let (b0, c0) = (b_bytes.load(Ordering::Relaxed), c_rounds.load(Ordering::Relaxed));
         for i in 0..ops {
             touch(&dir1.join(if new_files {
                 format!("f{i}")
@@ -389,13 +406,21 @@ fn merge_run(
                 .expect("fsync dir1");
         }
         let secs = t.elapsed().as_secs_f64();
+        let b = b_bytes.load(Ordering::Relaxed) - b0;
+        let c = c_rounds.load(Ordering::Relaxed) - c0;
         stop.store(true, Ordering::Relaxed);
-        secs
+        (secs, b, c)
     });
+    let (secs, b, c) = secs;
     let out = run(Command::new(uf2fs).arg("status").arg(&mnt).arg("--json"));
     let status: serde_json::Value = serde_json::from_str(&out).expect("status JSON");
     run(Command::new(uf2fs).arg("umount").arg(&mnt));
-    (secs, status)
+    MergeRun {
+        secs,
+        b_mib_s: b as f64 / f64::from(1 << 20) / secs.max(1e-9),
+        c_rounds_s: c as f64 / secs.max(1e-9),
+        status,
+    }
 }
 
 fn checkpoint_merge(
@@ -421,19 +446,30 @@ fn checkpoint_merge(
             "new-files" => true,
             other => panic!("unknown workload {other:?}: seed or new-files"),
         };
-        let mut results: Vec<Vec<(f64, serde_json::Value)>> = vec![Vec::new(), Vec::new()];
+        let mut results: Vec<Vec<MergeRun>> = vec![Vec::new(), Vec::new()];
         for r in 0..runs {
             for (m, opt) in modes.iter().enumerate() {
-                let (secs, st) = merge_run(dir, uf2fs, opt, ops, competitors, new_files);
-                eprintln!("{w} run {r} {opt}: A took {secs:.2} s");
-                results[m].push((secs, st));
+                let one = merge_run(dir, uf2fs, opt, ops, competitors, new_files);
+                eprintln!(
+                    "{w} run {r} {opt}: A took {:.2} s, B wrote {:.1} MiB/s, C {:.0} rounds/s",
+                    one.secs, one.b_mib_s, one.c_rounds_s
+                );
+                results[m].push(one);
             }
         }
+        let median = |v: &mut Vec<f64>| {
+            v.sort_by(f64::total_cmp);
+            v[v.len() / 2]
+        };
         let mut rows = Vec::new();
         for (m, opt) in modes.iter().enumerate() {
             let mut by_time = results[m].clone();
-            by_time.sort_by(|a, b| a.0.total_cmp(&b.0));
-            let (secs, st) = &by_time[by_time.len() / 2];
+            by_time.sort_by(|a, b| a.secs.total_cmp(&b.secs));
+            let MergeRun {
+                secs, status: st, ..
+            } = &by_time[by_time.len() / 2];
+            let b_mib_s = median(&mut results[m].iter().map(|r| r.b_mib_s).collect());
+            let c_rounds_s = median(&mut results[m].iter().map(|r| r.c_rounds_s).collect());
             let (req, written, merged, fsyncs) = (
                 n(st, "/checkpoints/requested"),
                 n(st, "/checkpoints/written"),
@@ -442,7 +478,8 @@ fn checkpoint_merge(
             );
             rows.push(serde_json::json!({
                 "workload": w, "mode": opt, "a_seconds": secs,
-                "all_a_seconds": results[m].iter().map(|r| r.0).collect::<Vec<_>>(),
+                "all_a_seconds": results[m].iter().map(|r| r.secs).collect::<Vec<_>>(),
+                "b_mib_per_s": b_mib_s, "c_rounds_per_s": c_rounds_s,
                 "checkpoints_requested": req, "checkpoints_written": written, "merged": merged,
                 "fsync_requests": fsyncs,
                 "fsyncs_per_checkpoint": fsyncs as f64 / written.max(1) as f64,
@@ -454,14 +491,16 @@ fn checkpoint_merge(
         table.extend(rows);
     }
     println!(
-        "seed 002 on a uf2fs FUSE mount: A = {ops} x (touch dir1/FILE; fsync dir1), B = 128 KiB writes, {competitors} x C = (touch dir2/FILE; fsync dir2); medians of {runs}"
+        "seed 002 on a uf2fs FUSE mount: A = {ops} x (touch dir1/FILE; fsync dir1), B = 128 KiB writes, {competitors} x C = (touch dir2/FILE; fsync dir2); medians of {runs}; B and C rates while A ran"
     );
     println!("  seed: FILE is the same file each round (the commit's loops); new-files: a new file each round");
     println!(
-        "{:<10} {:<20} {:>8} {:>12} {:>11} {:>8} {:>15} {:>14}",
+        "{:<10} {:<20} {:>8} {:>9} {:>9} {:>12} {:>11} {:>8} {:>15} {:>14}",
         "workload",
         "mode",
         "A (s)",
+        "B MiB/s",
+        "C /s",
         "cp requests",
         "cp written",
         "merged",
@@ -470,10 +509,12 @@ fn checkpoint_merge(
     );
     for r in &table {
         println!(
-            "{:<10} {:<20} {:>8.2} {:>12} {:>11} {:>8} {:>15} {:>14.2}",
+            "{:<10} {:<20} {:>8.2} {:>9.1} {:>9.0} {:>12} {:>11} {:>8} {:>15} {:>14.2}",
             r["workload"].as_str().unwrap_or(""),
             r["mode"].as_str().unwrap_or(""),
             r["a_seconds"].as_f64().unwrap_or(0.0),
+            r["b_mib_per_s"].as_f64().unwrap_or(0.0),
+            r["c_rounds_per_s"].as_f64().unwrap_or(0.0),
             r["checkpoints_requested"].as_u64().unwrap_or(0),
             r["checkpoints_written"].as_u64().unwrap_or(0),
             r["merged"].as_u64().unwrap_or(0),

@@ -14,13 +14,21 @@
 //!    valid one, so a crash anywhere leaves the previous checkpoint intact.
 //! 4. Only then do prefree segments become free and freed nids reusable.
 //!
+//! Steps 1 to 3 are decided under the write lock (`prepare`: addresses, NAT and SIT changes,
+//! every block's bytes); the blocks are written after it is let go (`CheckpointWrites::run`),
+//! and step 4 is applied by whoever next holds the lock (`settle`). Meanwhile changes go on:
+//! readers keep finding the checkpoint's nodes in the dirty map and its NAT blocks pinned in
+//! memory; what changes free is held back until the next checkpoint; and everything that
+//! needs this checkpoint durable (an fsync's chain, a checkpoint request, the next
+//! checkpoint) settles it first. See "Requests and locking" in docs/design.md.
+//!
 //! nat_bits are never written; the flag is cleared (FORMAT-NOTES: the simplest correct choice).
 
 use crate::error::{Error, Result};
 use crate::fs::Vol;
 use crate::segment::{Log, Segments};
-use std::collections::{BTreeMap, HashSet};
-use std::sync::Arc;
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::Instant;
 use uf2fs_device::IoCause;
 use uf2fs_format::checkpoint::{
@@ -79,6 +87,63 @@ pub(crate) struct WriteState {
     pub covered_seq: u64,
     /// Data blocks of the running change, linked but not yet written (see `inflight.rs`).
     pub deferred: Vec<crate::inflight::Batch>,
+    /// The checkpoint whose blocks are being written without the write lock, if any.
+    pub pending: Option<Pending>,
+    /// The running change passed the dirty-node budget: a checkpoint follows it.
+    pub checkpoint_wanted: bool,
+}
+
+/// A checkpoint prepared under the write lock whose blocks are (being) written without it,
+/// and what becomes true once it is durable.
+pub(crate) struct Pending {
+    pub io: Arc<IoDone>,
+    version: u64,
+    pack: u8,
+    head: RawCheckpoint,
+    crc: u32,
+    /// The change sequence number when it was prepared: every change up to it is in it.
+    start_seq: u64,
+    /// Segments prefree (or reserved) when it was prepared: free once it is durable. Those
+    /// emptied since stay held back until the next one.
+    prefree: BTreeSet<u32>,
+    reserved: BTreeSet<u32>,
+    /// The dirty nodes it writes: they stay dirty (where readers find them) until it lands.
+    nodes: BTreeMap<u32, (Arc<Block>, Log)>,
+}
+
+/// The outcome of a checkpoint's writes, for whoever waits on it.
+#[derive(Default)]
+pub(crate) struct IoDone {
+    result: Mutex<Option<std::result::Result<(), String>>>,
+    cv: Condvar,
+}
+
+impl IoDone {
+    fn finish(&self, r: std::result::Result<(), String>) {
+        let mut g = self.result.lock().unwrap_or_else(|p| p.into_inner());
+        *g = Some(r);
+        drop(g);
+        self.cv.notify_all();
+    }
+
+    /// Waits until the writes are done; their outcome.
+    pub fn wait(&self) -> std::result::Result<(), String> {
+        let mut g = self.result.lock().unwrap_or_else(|p| p.into_inner());
+        loop {
+            if let Some(r) = &*g {
+                return r.clone();
+            }
+            g = self.cv.wait(g).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+}
+
+/// What a checkpoint writes, in order: everything but the pack's trailing block, a flush,
+/// that block, a flush.
+pub(crate) struct CheckpointWrites {
+    io: Arc<IoDone>,
+    body: Vec<(u64, Vec<u8>, IoCause, &'static str)>,
+    trailing: (u64, Block),
 }
 
 /// How fsyncs were served since mount.
@@ -171,19 +236,93 @@ pub(crate) fn seal_node(vol: &Vol, b: &mut Block, nid: u32, cp_ver: u64, next: u
     }
 }
 
-/// Writes the dirty nodes, NAT, SIT and a checkpoint pack. `umount` marks the pack as written
-/// at a clean unmount (with node summaries).
+/// Writes the dirty nodes, NAT, SIT and a checkpoint pack, holding the write lock throughout.
+/// `umount` marks the pack as written at a clean unmount (with node summaries).
 pub(crate) fn write_checkpoint(vol: &Vol, ws: &mut WriteState, umount: bool) -> Result<()> {
+    let writes = prepare(vol, ws, umount)?;
+    let (io, r) = writes.run(vol);
+    let s = settle_this(vol, ws, &io);
+    r.and(s)
+}
+
+/// Step 1 to 3 of a checkpoint under the write lock: the last one settled, every data block
+/// landed, every block of this one decided. The caller writes them (`CheckpointWrites::run`)
+/// and then settles (`settle_this`); until then this checkpoint is `ws.pending`.
+pub(crate) fn prepare(vol: &Vol, ws: &mut WriteState, umount: bool) -> Result<CheckpointWrites> {
+    settle(vol, ws)?;
     if let Some(why) = &ws.failed {
         return Err(Error::ReadOnly(format!(
             "no checkpoint after a failed change ({why}); the image keeps its last checkpoint"
         )));
     }
-    let r = land_data(vol, ws).and_then(|()| checkpoint_inner(vol, ws, umount));
+    let r = land_data(vol, ws).and_then(|()| build(vol, ws, umount));
     if let Err(e) = &r {
         ws.failed = Some(format!("checkpoint: {e}"));
     }
     r
+}
+
+/// Waits for the pending checkpoint's writes, if any, and applies step 4 (or, if they
+/// failed, stops the volume).
+pub(crate) fn settle(vol: &Vol, ws: &mut WriteState) -> Result<()> {
+    let Some(p) = ws.pending.take() else {
+        return Ok(());
+    };
+    if let Err(why) = p.io.wait() {
+        ws.failed = Some(format!("checkpoint: {why}"));
+        return Err(Error::ReadOnly(format!(
+            "a checkpoint failed ({why}); the image keeps the one before"
+        )));
+    }
+    ws.version = p.version;
+    ws.pack = p.pack;
+    ws.head = p.head;
+    ws.cp_crc = p.crc;
+    ws.segs.prefree.retain(|s| !p.prefree.contains(s));
+    ws.segs.reserved.retain(|s| !p.reserved.contains(s));
+    ws.covered_seq = p.start_seq;
+    ws.checkpoints += 1;
+    vol.nodes.written(&p.nodes);
+    vol.nat.checkpoint_done()
+}
+
+/// Settles the checkpoint whose writes `io` reports, if no one has yet; its outcome.
+pub(crate) fn settle_this(vol: &Vol, ws: &mut WriteState, io: &Arc<IoDone>) -> Result<()> {
+    if ws.pending.as_ref().is_some_and(|p| Arc::ptr_eq(&p.io, io)) {
+        return settle(vol, ws);
+    }
+    io.wait().map_err(|why| {
+        Error::ReadOnly(format!(
+            "a checkpoint failed ({why}); the image keeps the one before"
+        ))
+    })
+}
+
+impl CheckpointWrites {
+    /// Writes the checkpoint's blocks (no lock needed) and reports the outcome to whoever
+    /// waits for it.
+    pub fn run(self, vol: &Vol) -> (Arc<IoDone>, Result<()>) {
+        let dev = &*vol.dev;
+        let io = |what: String| move |e: std::io::Error| Error::io(what, e);
+        let r = (|| {
+            for (addr, bytes, cause, what) in &self.body {
+                dev.write_blocks(*addr, bytes, *cause)
+                    .map_err(io(format!("{what} at block {addr}")))?;
+            }
+            // One flush makes data, nodes, SSA, NAT, SIT and the pack durable together: none
+            // of it is reachable before the trailing block lands (nodes and data are out of
+            // place, NAT and SIT blocks go to their other copies, the pack to the slot not in
+            // use).
+            dev.flush()
+                .map_err(io("flush before the checkpoint's last block".into()))?;
+            let (at, b) = &self.trailing;
+            dev.write_blocks(*at, b, IoCause::Checkpoint)
+                .map_err(io("checkpoint pack trailing block".into()))?;
+            dev.flush().map_err(io("flush after the checkpoint".into()))
+        })();
+        self.io.finish(r.as_ref().map(|_| ()).map_err(|e| e.to_string()));
+        (self.io, r)
+    }
 }
 
 /// Writes the running change's data blocks and waits for every change's to land: nothing may
@@ -199,10 +338,9 @@ pub(crate) fn land_data(vol: &Vol, ws: &mut WriteState) -> Result<()> {
     }
 }
 
-fn checkpoint_inner(vol: &Vol, ws: &mut WriteState, umount: bool) -> Result<()> {
+fn build(vol: &Vol, ws: &mut WriteState, umount: bool) -> Result<CheckpointWrites> {
     let start_seq = vol.change_seq.load(std::sync::atomic::Ordering::SeqCst);
-    let dev = &*vol.dev;
-    let io = |what: String| move |e: std::io::Error| Error::io(what, e);
+    let mut body: Vec<(u64, Vec<u8>, IoCause, &'static str)> = Vec::new();
     ws.segs.now = ws.elapsed();
     // 1. Nodes, out of place.
     let dirty = vol.nodes.dirty_snapshot()?;
@@ -211,8 +349,9 @@ fn checkpoint_inner(vol: &Vol, ws: &mut WriteState, umount: bool) -> Result<()> 
     // does not land, they end the roll-forward chain instead of extending it (Linux would
     // replay chain nodes of an fsync'd file even without the FSYNC mark).
     let writes = write_nodes(vol, ws, &dirty, ws.version.wrapping_add(1), |_, _| 0)?;
-    write_runs(vol, &writes, IoCause::Node)?;
-    vol.nodes.written(&dirty);
+    for (start, run) in runs(&writes) {
+        body.push((u64::from(start), run, IoCause::Node, "node blocks"));
+    }
     ws.segs.roll_full()?;
     let ssa = u64::from(vol.layout.ssa);
     let patched = std::mem::take(&mut ws.segs.patched);
@@ -220,12 +359,14 @@ fn checkpoint_inner(vol: &Vol, ws: &mut WriteState, umount: bool) -> Result<()> 
         .into_iter()
         .chain(patched)
     {
-        dev.write_blocks(ssa + u64::from(segno), &blk[..], IoCause::Meta)
-            .map_err(io(format!("SSA of segment {segno}")))?;
+        body.push((ssa + u64::from(segno), blk.to_vec(), IoCause::Meta, "SSA block"));
     }
     // 2. NAT and SIT.
-    let (nat_journal, nat_bitmap) = vol.nat.flush_for_checkpoint(dev)?;
-    let sit_journal = flush_sit(vol, ws)?;
+    let (nat_journal, nat_bitmap, nat_blocks) = vol.nat.flush_for_checkpoint(&*vol.dev)?;
+    for (addr, b) in nat_blocks {
+        body.push((addr, b.to_vec(), IoCause::Checkpoint, "NAT block"));
+    }
+    let sit_journal = flush_sit(vol, ws, &mut body)?;
     // 3. The pack.
     let version = ws.version + 1;
     let mut h = ws.head.clone();
@@ -349,37 +490,35 @@ fn checkpoint_inner(vol: &Vol, ws: &mut WriteState, umount: bool) -> Result<()> 
             blocks.push(b);
         }
     }
-    let body: Vec<u8> = blocks.iter().flat_map(|b| b.iter().copied()).collect();
-    dev.write_blocks(start, &body, IoCause::Checkpoint)
-        .map_err(io(format!("checkpoint pack {pack}")))?;
-    // One flush makes data, nodes, SSA, NAT, SIT and the pack durable together: none of it is
-    // reachable before the trailing block lands (nodes and data are out of place, NAT and SIT
-    // blocks go to their other copies, the pack to the slot not in use).
-    dev.flush()
-        .map_err(io("flush before the checkpoint's last block".into()))?;
-    ws.data_since_flush = false;
-    dev.write_blocks(start + total as u64 - 1, &cpb, IoCause::Checkpoint)
-        .map_err(io(format!("checkpoint pack {pack} trailing block")))?;
-    dev.flush()
-        .map_err(io("flush after the checkpoint".into()))?;
-    // 4. Durable: prefree segments are free, freed nids reusable.
-    ws.version = version;
-    ws.pack = pack;
-    ws.head = h;
-    ws.segs.prefree.clear();
-    ws.segs.reserved.clear();
-    ws.cp_crc = crc;
-    // Every change made so far is in this checkpoint (none runs during one: the write lock).
-    ws.covered_seq = start_seq;
+    let bytes: Vec<u8> = blocks.iter().flat_map(|b| b.iter().copied()).collect();
+    body.push((start, bytes, IoCause::Checkpoint, "checkpoint pack"));
+    // What step 4 makes true once the pack is durable, and what no longer waits for it: the
+    // changes made so far are in this checkpoint (none runs while it is prepared).
     if let Ok(mut l) = vol.last_change.lock() {
         l.clear();
     }
     ws.born.clear();
     ws.fsynced.clear();
     ws.needs_cp.clear();
-    ws.checkpoints += 1;
-    vol.nat.checkpoint_done()?;
-    Ok(())
+    // The flush before the trailing block covers every data block landed so far.
+    ws.data_since_flush = false;
+    let io = Arc::new(IoDone::default());
+    ws.pending = Some(Pending {
+        io: io.clone(),
+        version,
+        pack,
+        head: h,
+        crc,
+        start_seq,
+        prefree: ws.segs.prefree.clone(),
+        reserved: ws.segs.reserved.clone(),
+        nodes: dirty,
+    });
+    Ok(CheckpointWrites {
+        io,
+        body,
+        trailing: (start + total as u64 - 1, cpb),
+    })
 }
 
 /// Gives each node of `nodes` a new block in its log (footer sealed with `cp_ver`, its successor in the log and the marks `marks(nid, block)` returns), moves its NAT
@@ -423,35 +562,38 @@ pub(crate) fn write_nodes(
     Ok(writes)
 }
 
-/// Writes blocks in runs of contiguous addresses, one request each.
-pub(crate) fn write_runs(vol: &Vol, writes: &BTreeMap<u32, Block>, cause: IoCause) -> Result<()> {
-    let mut run: Vec<u8> = Vec::new();
-    let mut run_start = 0u32;
-    let mut last = None;
-    let flush = |start: u32, buf: &[u8]| -> Result<()> {
-        if buf.is_empty() {
-            return Ok(());
-        }
-        vol.dev
-            .write_blocks(u64::from(start), buf, cause)
-            .map_err(|e| Error::io(format!("blocks at {start}"), e))
-    };
+/// Blocks by address as runs of contiguous addresses (1 MiB at most each): (start, bytes).
+fn runs(writes: &BTreeMap<u32, Block>) -> Vec<(u32, Vec<u8>)> {
+    let mut out: Vec<(u32, Vec<u8>)> = Vec::new();
+    let mut last: Option<u32> = None;
     for (addr, b) in writes {
-        if last.is_some_and(|l: u32| l + 1 == *addr) && run.len() < (1 << 20) {
-            run.extend_from_slice(b);
-        } else {
-            flush(run_start, &run)?;
-            run.clear();
-            run.extend_from_slice(b);
-            run_start = *addr;
+        match out.last_mut() {
+            Some((_, run)) if last.is_some_and(|l| l + 1 == *addr) && run.len() < (1 << 20) => {
+                run.extend_from_slice(b);
+            }
+            _ => out.push((*addr, b.to_vec())),
         }
         last = Some(*addr);
     }
-    flush(run_start, &run)
+    out
+}
+
+/// Writes blocks in runs of contiguous addresses, one request each.
+pub(crate) fn write_runs(vol: &Vol, writes: &BTreeMap<u32, Block>, cause: IoCause) -> Result<()> {
+    for (start, run) in runs(writes) {
+        vol.dev
+            .write_blocks(u64::from(start), &run, cause)
+            .map_err(|e| Error::io(format!("blocks at {start}"), e))?;
+    }
+    Ok(())
 }
 
 /// Changed SIT entries: the journal if they fit, else their whole blocks to the other copy.
-fn flush_sit(vol: &Vol, ws: &mut WriteState) -> Result<Vec<(u32, [u8; 74])>> {
+fn flush_sit(
+    vol: &Vol,
+    ws: &mut WriteState,
+    body: &mut Vec<(u64, Vec<u8>, IoCause, &'static str)>,
+) -> Result<Vec<(u32, [u8; 74])>> {
     let encode = |segs: &Segments, segno: u32| -> [u8; 74] {
         let mut e = [0u8; 74];
         if let Some(s) = segs.entries.get(segno as usize) {
@@ -487,9 +629,7 @@ fn flush_sit(vol: &Vol, ws: &mut WriteState) -> Result<Vec<(u32, [u8; 74])>> {
             *v ^= 0x80 >> (index % 8);
         }
         let addr = sit_block_addr(&vol.layout, &ws.sit_bitmap, index);
-        vol.dev
-            .write_blocks(addr, &b, IoCause::Checkpoint)
-            .map_err(|e| Error::io(format!("SIT block {index}"), e))?;
+        body.push((addr, b.to_vec(), IoCause::Checkpoint, "SIT block"));
     }
     ws.segs.dirty.clear();
     Ok(Vec::new())

@@ -476,6 +476,8 @@ impl Fs {
             data_since_flush: false,
             covered_seq: 0,
             deferred: Vec::new(),
+            pending: None,
+            checkpoint_wanted: false,
         })
     }
 
@@ -497,6 +499,35 @@ impl Fs {
             )));
         }
         Ok(ws)
+    }
+
+    /// The write lock with no checkpoint pending: one whose blocks another thread is writing
+    /// is waited for without the lock (so changes go on meanwhile), then settled.
+    pub(crate) fn ws_settled(&self) -> Result<std::sync::MutexGuard<'_, WriteState>> {
+        loop {
+            let mut ws = self.ws()?;
+            let Some(io) = ws.pending.as_ref().map(|p| p.io.clone()) else {
+                return Ok(ws);
+            };
+            drop(ws);
+            // The outcome is taken from `settle` below, under the lock.
+            let _ = io.wait();
+            ws = self.ws()?;
+            crate::checkpoint::settle(&self.vol, &mut ws)?;
+            if ws.pending.is_none() {
+                return Ok(ws);
+            }
+        }
+    }
+
+    /// The write lock even after a failure (to settle a checkpoint whose writes failed).
+    pub(crate) fn ws_raw(&self) -> Result<std::sync::MutexGuard<'_, WriteState>> {
+        self.vol
+            .write
+            .as_ref()
+            .ok_or(Error::ReadOnly("the volume is mounted read-only".into()))?
+            .lock()
+            .map_err(|_| Error::InvalidArgument("internal lock poisoned by an earlier failure"))
     }
 
     /// Writes a checkpoint: everything changed so far becomes durable.

@@ -25,11 +25,13 @@
 //! xattr changes, a directory that is itself not in a checkpoint, or not enough room.
 //!
 //! **Merging** (`checkpoint_merge`, on by default): a request is served by any checkpoint
-//! that began after it. Requests made while one runs all wait for the write lock; the first
-//! to get it writes the next checkpoint, which the others find done when they get the lock.
-//! So at most one checkpoint is in flight and one queued, whatever the number of callers.
+//! that began after the changes it needs. A checkpoint is prepared under the write lock and
+//! written without it; requests made meanwhile wait for it to land (without the lock), and
+//! those it covers are done; the first of the others to get the lock prepares the next, which
+//! serves the rest. So at most one checkpoint is in flight and one being gathered, whatever
+//! the number of callers, and changes run while a checkpoint is written.
 
-use crate::checkpoint::{write_checkpoint, write_nodes, write_runs, WriteState};
+use crate::checkpoint::{prepare, settle_this, write_nodes, write_runs, WriteState};
 use crate::error::{Error, Result};
 use crate::fs::{Fs, FsyncMode};
 use crate::segment::Log;
@@ -51,7 +53,8 @@ impl Fs {
     /// inode whose only change is its times. See the module comment and docs/design.md.
     pub fn fsync(&self, ino: u32, datasync: bool) -> Result<()> {
         {
-            let mut ws = self.ws()?;
+            // A chain written now belongs to the checkpoint being written, if one is: settle it.
+            let mut ws = self.ws_settled()?;
             ws.fsync_stats.requests += 1;
             match self.checkpoint_reason(&ws, ino)? {
                 None => {
@@ -88,13 +91,20 @@ impl Fs {
                 .unwrap_or(0),
             None => vol.change_seq.load(Ordering::SeqCst),
         };
-        let mut ws = self.ws()?;
+        let mut ws = self.ws_settled()?;
         ws.checkpoint_requests += 1;
         if vol.options.checkpoint_merge && ws.checkpoints > 0 && ws.covered_seq >= need {
             ws.fsync_stats.merged += 1;
             return Ok(());
         }
-        write_checkpoint(vol, &mut ws, false)
+        // Prepared under the lock, written without it: changes and reads go on meanwhile,
+        // and requests made meanwhile that this checkpoint covers are served by it.
+        let writes = prepare(vol, &mut ws, false)?;
+        drop(ws);
+        let (io, r) = writes.run(vol);
+        let mut ws = self.ws_raw()?;
+        let s = settle_this(vol, &mut ws, &io);
+        r.and(s)
     }
 
     /// Why an fsync of `ino` must write a checkpoint; `None` when the node chain will do.

@@ -32,14 +32,22 @@ struct Inner {
     cache: HashMap<u32, Arc<Block>>,
     /// Nids known to be free and not yet handed out.
     free: BTreeSet<u32>,
-    /// Nids freed since the last checkpoint.
+    /// Nids freed since the last checkpoint began.
     freed: BTreeSet<u32>,
+    /// Nids freed before the checkpoint being written: reusable once it is durable.
+    freeing: BTreeSet<u32>,
+    /// NAT blocks the checkpoint being written puts in their other copy, until it is durable:
+    /// a reader must not go to the device for them before they land.
+    pinned: HashMap<u32, Arc<Block>>,
     /// Next NAT block the free-nid scan reads.
     scan_next: u32,
 }
 
 /// NAT journal entries, as a checkpoint writes them.
 pub(crate) type NatJournal = Vec<(u32, NatEntry)>;
+
+/// Whole NAT blocks a checkpoint writes: (address, block).
+pub(crate) type NatBlocks = Vec<(u64, Block)>;
 
 pub(crate) struct Nat {
     layout: Layout,
@@ -58,6 +66,8 @@ impl Nat {
             cache: HashMap::new(),
             free: BTreeSet::new(),
             freed: BTreeSet::new(),
+            freeing: BTreeSet::new(),
+            pinned: HashMap::new(),
             scan_next: 0,
         };
         Nat {
@@ -71,7 +81,7 @@ impl Nat {
     }
 
     fn block(&self, inner: &mut Inner, dev: &dyn BlockDevice, index: u32) -> Result<Arc<Block>> {
-        if let Some(b) = inner.cache.get(&index) {
+        if let Some(b) = inner.pinned.get(&index).or_else(|| inner.cache.get(&index)) {
             return Ok(b.clone());
         }
         let addr = nat_block_addr(&self.layout, &inner.bitmap, index);
@@ -146,8 +156,7 @@ impl Nat {
         loop {
             if let Some(nid) = inner.free.pop_first() {
                 // Still free? (The journal may have taken it since the scan.)
-                if self.entry_locked(&mut inner, dev, nid)?.is_free() && !inner.freed.contains(&nid)
-                {
+                if self.entry_locked(&mut inner, dev, nid)?.is_free() && !inner.held_back(nid) {
                     return Ok(nid);
                 }
                 continue;
@@ -168,18 +177,26 @@ impl Nat {
                     Some(e) => *e,
                     None => entry_in_block(&block, nid),
                 };
-                if e.is_free() && !inner.freed.contains(&nid) {
+                if e.is_free() && !inner.held_back(nid) {
                     inner.free.insert(nid);
                 }
             }
         }
     }
 
-    /// At a checkpoint: if the journal map does not fit the NAT journal, writes every NAT
-    /// block it touches to that block's other copy and flips its bitmap bit. Returns the
-    /// entries for the journal and the (new) version bitmap.
-    pub fn flush_for_checkpoint(&self, dev: &dyn BlockDevice) -> Result<(NatJournal, Vec<u8>)> {
+    /// At a checkpoint: if the journal map does not fit the NAT journal, every NAT block it
+    /// touches is made whole for its other copy, whose bitmap bit flips, and returned to be
+    /// written (address, block); those blocks are pinned in memory until
+    /// [`Nat::checkpoint_done`]. Returns the entries for the journal, the (new) version bitmap
+    /// and the blocks. Nids freed so far become reusable only at `checkpoint_done`.
+    pub fn flush_for_checkpoint(
+        &self,
+        dev: &dyn BlockDevice,
+    ) -> Result<(NatJournal, Vec<u8>, NatBlocks)> {
         let mut inner = self.lock()?;
+        let freed = std::mem::take(&mut inner.freed);
+        inner.freeing.extend(freed);
+        let mut writes = Vec::new();
         if inner.journal.len() > NAT_JOURNAL_ENTRIES {
             let mut by_block: BTreeMap<u32, Vec<(u32, NatEntry)>> = BTreeMap::new();
             for (nid, e) in &inner.journal {
@@ -206,23 +223,34 @@ impl Nat {
                     *v ^= mask;
                 }
                 let addr = nat_block_addr(&self.layout, &inner.bitmap, index);
-                dev.write_blocks(addr, &b, IoCause::Checkpoint)
-                    .map_err(|e| Error::io(format!("NAT block {index} at {addr}"), e))?;
-                inner.cache.insert(index, Arc::new(b));
+                let b = Arc::new(b);
+                inner.pinned.insert(index, b.clone());
+                inner.cache.insert(index, b.clone());
+                writes.push((addr, *b));
             }
             inner.journal.clear();
         }
         Ok((
             inner.journal.iter().map(|(k, v)| (*k, *v)).collect(),
             inner.bitmap.clone(),
+            writes,
         ))
     }
 
-    /// After a checkpoint is durable: nids freed before it may be handed out again.
+    /// After a checkpoint is durable: nids freed before it began may be handed out again, and
+    /// the NAT blocks it wrote may be read from the device.
     pub fn checkpoint_done(&self) -> Result<()> {
         let mut inner = self.lock()?;
-        let freed = std::mem::take(&mut inner.freed);
-        inner.free.extend(freed);
+        let freeing = std::mem::take(&mut inner.freeing);
+        inner.free.extend(freeing);
+        inner.pinned.clear();
         Ok(())
+    }
+}
+
+impl Inner {
+    /// Freed since the last durable checkpoint: not to be handed out yet.
+    fn held_back(&self, nid: u32) -> bool {
+        self.freed.contains(&nid) || self.freeing.contains(&nid)
     }
 }

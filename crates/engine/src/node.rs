@@ -76,14 +76,16 @@ impl Nodes {
             .clone())
     }
 
-    /// The nodes of a snapshot are on disk and in the NAT: they stop being dirty.
+    /// The nodes of a snapshot are on disk and in the NAT: they stop being dirty, unless a
+    /// change made since the snapshot replaced or forgot one (a checkpoint's blocks land
+    /// while other changes run): that node's newer state stays as it is.
     pub fn written(&self, snapshot: &BTreeMap<u32, (Arc<Block>, Log)>) {
         if let Ok(mut d) = self.dirty.lock() {
             for (nid, (b, _)) in snapshot {
                 if d.get(nid).is_some_and(|(cur, _)| Arc::ptr_eq(cur, b)) {
                     d.remove(nid);
+                    self.cached(*nid, Some(b.clone()));
                 }
-                self.cached(*nid, Some(b.clone()));
             }
         }
     }

@@ -10,7 +10,7 @@
 //!
 //! All changes run under the write-state lock, one at a time (see docs/design.md, Locking).
 
-use crate::checkpoint::{node_log, write_checkpoint, write_runs, WriteState};
+use crate::checkpoint::{node_log, prepare, settle_this, write_checkpoint, write_runs, WriteState};
 use crate::error::{Error, Result};
 use crate::fs::Fs;
 use crate::node::Expect;
@@ -182,27 +182,60 @@ impl Fs {
         f: impl FnOnce(&mut WriteState) -> Result<T>,
     ) -> Result<T> {
         let mut ws = self.ws()?;
+        let user = ws.head.user_block_count.get();
+        if ws.valid_blocks + blocks > user {
+            return Err(Error::NoSpace);
+        }
+        let short = |ws: &WriteState| {
+            let dirty = self.vol().nodes.dirty_count() as u64;
+            blocks + dirty + RESERVE_BLOCKS > ws.segs.writable_blocks()
+        };
+        let room_for_nodes = |ws: &WriteState| {
+            self.vol().nodes.dirty_count() as u64 + RESERVE_BLOCKS / 2 <= ws.segs.writable_blocks()
+        };
+        if short(&ws)
+            && (!ws.segs.prefree.is_empty() || ws.pending.is_some())
+            && room_for_nodes(&ws)
+        {
+            // Segments emptied since the last checkpoint are free after the next one (and
+            // those of a checkpoint being written once it lands): write it, then look again.
+            ws.checkpoint_requests += 1;
+            write_checkpoint(self.vol(), &mut ws, false)?;
+        }
+        if short(&ws) {
+            return Err(Error::NoSpace);
+        }
         self.vol()
             .change_seq
             .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        let dirty = self.vol().nodes.dirty_count() as u64;
-        let needed = blocks + dirty + RESERVE_BLOCKS;
-        let user = ws.head.user_block_count.get();
-        if needed > ws.segs.writable_blocks() || ws.valid_blocks + blocks > user {
-            return Err(Error::NoSpace);
-        }
         let r = f(&mut ws);
         if let Err(e) = &r {
             if matches!(e, Error::Io { .. } | Error::Corrupt(_) | Error::NoSpace) {
                 ws.failed = Some(e.to_string());
             }
         }
+        // The dirty-node budget's checkpoint: prepared now, with the change complete (it
+        // writes the change's data first), written below without the lock.
+        let checkpoint = if r.is_ok() && std::mem::take(&mut ws.checkpoint_wanted) {
+            ws.checkpoint_requests += 1;
+            Some(prepare(self.vol(), &mut ws, false))
+        } else {
+            None
+        };
         let batches = std::mem::take(&mut ws.deferred);
         drop(ws);
         // The data goes to the device without the write lock: other changes, checkpoints
         // excepted, proceed meanwhile (a checkpoint waits for these blocks to land).
         let written = write_batches(self.vol(), &batches);
-        r.and_then(|t| written.map(|()| t))
+        let checkpointed = match checkpoint {
+            None => Ok(()),
+            Some(prepared) => prepared.and_then(|w| {
+                let (io, r) = w.run(self.vol());
+                let s = settle_this(self.vol(), &mut *self.ws_raw()?, &io);
+                r.and(s)
+            }),
+        };
+        r.and_then(|t| written.and(checkpointed).map(|()| t))
     }
 
     pub(crate) fn edit(&self, ino: u32) -> Result<Editing> {
@@ -257,11 +290,11 @@ impl Fs {
         self.commit(e)
     }
 
-    /// Forces a checkpoint when the dirty nodes pass the memory budget.
+    /// Asks for a checkpoint at the end of the running change when the dirty nodes pass the
+    /// memory budget (`changing` writes it once the change is complete).
     fn maybe_checkpoint(&self, ws: &mut WriteState) -> Result<()> {
         if self.vol().nodes.dirty_count() > DIRTY_NODE_BUDGET {
-            ws.checkpoint_requests += 1;
-            write_checkpoint(self.vol(), ws, false)?;
+            ws.checkpoint_wanted = true;
         }
         Ok(())
     }

@@ -1,7 +1,8 @@
 //! Data I/O runs without the engine's write lock: while one change's data write is stuck in
 //! the device, readers see that change's bytes (from memory), other files are created and
 //! written, and a checkpoint waits for the stuck write instead of making a pointer to an
-//! unwritten block durable. The image is then judged by uf2fs and fsck.f2fs. And a reader who
+//! unwritten block durable. A checkpoint's own writes run without it too: while they are
+//! stuck, reads and changes go on and an fsync that needs the checkpoint waits. The image is then judged by uf2fs and fsck.f2fs. And a reader who
 //! walks a dnode while a change is linking new blocks into it finds each block in flight or
 //! landed, never an unwritten one.
 
@@ -24,11 +25,13 @@ use uf2fs_engine::Fs;
 use uf2fs_testkit::{assert_fsck_clean, scratch};
 
 /// A memory device whose first user-data write after `arm` (or first node read after
-/// `arm_node_read`) stops until `release`.
+/// `arm_node_read`, or first checkpoint-area write after `arm_checkpoint`) stops until
+/// `release`.
 struct GateDevice {
     mem: MemDevice,
     armed: AtomicBool,
     armed_node_read: AtomicBool,
+    armed_checkpoint: AtomicBool,
     /// (a write is stuck, released)
     state: Mutex<(bool, bool)>,
     changed: Condvar,
@@ -43,6 +46,11 @@ impl GateDevice {
     fn arm_node_read(&self) {
         *self.state.lock().unwrap() = (false, false);
         self.armed_node_read.store(true, Ordering::SeqCst);
+    }
+
+    fn arm_checkpoint(&self) {
+        *self.state.lock().unwrap() = (false, false);
+        self.armed_checkpoint.store(true, Ordering::SeqCst);
     }
 
     /// Says "stuck" and waits for `release`.
@@ -88,6 +96,9 @@ impl BlockDevice for GateDevice {
         if cause == IoCause::UserData && self.armed.swap(false, Ordering::SeqCst) {
             self.stop();
         }
+        if cause == IoCause::Checkpoint && self.armed_checkpoint.swap(false, Ordering::SeqCst) {
+            self.stop();
+        }
         self.mem.write_blocks(blkaddr, buf, cause)
     }
     fn flush(&self) -> io::Result<()> {
@@ -106,6 +117,7 @@ fn gate_device() -> Arc<GateDevice> {
         mem: MemDevice::new(common::crash::fresh_mem_image(), false),
         armed: AtomicBool::new(false),
         armed_node_read: AtomicBool::new(false),
+        armed_checkpoint: AtomicBool::new(false),
         state: Mutex::new((false, false)),
         changed: Condvar::new(),
     })
@@ -217,6 +229,102 @@ fn a_stuck_data_write_blocks_no_other_change_and_no_reader() {
     assert!(read_all(&again, again.resolve(b"/a", true).unwrap()) == expect_a);
     assert!(read_all(&again, again.resolve(b"/b", true).unwrap()) == data_b);
     assert_eq!(read_all(&again, c), b"written beside a stuck write");
+}
+
+/// A checkpoint is prepared under the write lock and written without it. Stopped at its first
+/// NAT, SIT or pack write (its node blocks are on the device by then, and the NAT in memory
+/// already points at them), it must hold up no reader and no change: files changed before it
+/// read back (their nodes from memory), new files are made and written, a file is unlinked.
+/// An fsync that needs it waits; a directory fsync it covers is served by it (merged). Then
+/// the image, judged by fsck.f2fs, holds everything.
+#[test]
+fn a_checkpoint_being_written_blocks_no_change_and_no_reader() {
+    let dev = gate_device();
+    let fs = Fs::with_device_rw(Box::new(dev.clone())).unwrap();
+    let root = fs.root_ino();
+    let mode = common::crash::file_mode();
+    let dir_mode = common::node(0o040755);
+    let a = fs.create_node(root, b"a", mode).unwrap();
+    let gone = fs.create_node(root, b"gone", mode).unwrap();
+    let d = fs.create_node(root, b"d", dir_mode).unwrap();
+    let old_a = pattern(1, 300 << 10);
+    fs.write(a, 0, &old_a).unwrap();
+    fs.write(gone, 0, &pattern(2, 64 << 10)).unwrap();
+    fs.sync().unwrap();
+
+    // Changes the checkpoint will hold: many nodes (so the NAT journal overflows into NAT
+    // blocks, which readers must then find in memory), a rewrite of `a`, a file in `d`.
+    let mut many = Vec::new();
+    for i in 0..80 {
+        let n = fs.create_node(d, format!("f{i}").as_bytes(), mode).unwrap();
+        fs.write(n, 0, format!("file {i}").as_bytes()).unwrap();
+        many.push(n);
+    }
+    let new_a = pattern(7, 100 << 10);
+    fs.write(a, 20 << 10, &new_a).unwrap();
+    let mut expect_a = old_a.clone();
+    expect_a[20 << 10..(20 << 10) + new_a.len()].copy_from_slice(&new_a);
+    let merged_before = fs.status().unwrap().checkpoints.merged;
+    let cps_before = fs.checkpoints_written();
+
+    let data_c = pattern(9, 512 << 10);
+    std::thread::scope(|s| {
+        dev.arm_checkpoint();
+        let syncer = s.spawn(|| fs.sync().unwrap());
+        dev.wait_stuck();
+
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (fs_, data_c_, many_, expect_a_) = (&fs, &data_c, &many, &expect_a);
+        let others = s.spawn(move || {
+            let fs = fs_;
+            // Reads of what the stuck checkpoint writes.
+            assert!(read_all(fs, a) == *expect_a_, "file a read wrong beside a checkpoint");
+            for (i, n) in many_.iter().enumerate() {
+                assert_eq!(fs.lookup(d, format!("f{i}").as_bytes()).unwrap(), *n);
+                assert_eq!(read_all(fs, *n), format!("file {i}").as_bytes());
+            }
+            // Changes.
+            let c = fs.create_node(root, b"c", mode).unwrap();
+            fs.write(c, 0, data_c_).unwrap();
+            fs.unlink(root, b"gone").unwrap();
+            fs.create_node(root, b"e", dir_mode).unwrap();
+            tx.send(c).unwrap();
+        });
+        let c = match rx.recv_timeout(Duration::from_secs(30)) {
+            Ok(c) => c,
+            Err(_) => {
+                dev.release();
+                panic!("reads or changes waited for a checkpoint's writes");
+            }
+        };
+        others.join().unwrap();
+
+        // An fsync of the new file needs the checkpoint (its chain follows it): it waits.
+        let fs_ = &fs;
+        let fsyncer = s.spawn(move || fs_.fsync(c, false).unwrap());
+        // A directory fsync whose changes the checkpoint holds is served by it.
+        let dir_fsyncer = s.spawn(|| fs.fsync(d, false).unwrap());
+        std::thread::sleep(Duration::from_millis(300));
+        let early = fsyncer.is_finished() || dir_fsyncer.is_finished();
+        dev.release();
+        syncer.join().unwrap();
+        fsyncer.join().unwrap();
+        dir_fsyncer.join().unwrap();
+        assert!(!early, "an fsync returned before the checkpoint it needs had landed");
+    });
+    let st = fs.status().unwrap();
+    assert!(st.checkpoints.merged > merged_before, "the directory fsync was not merged");
+    assert!(fs.checkpoints_written() > cps_before);
+
+    let again = unmount_and_judge(fs, &dev, "concurrent_checkpoint");
+    assert!(read_all(&again, again.resolve(b"/a", true).unwrap()) == expect_a);
+    assert!(read_all(&again, again.resolve(b"/c", true).unwrap()) == data_c);
+    assert!(again.resolve(b"/gone", true).is_err());
+    assert!(again.resolve(b"/e", true).is_ok());
+    for i in 0..80 {
+        let n = again.resolve(format!("/d/f{i}").as_bytes(), true).unwrap();
+        assert_eq!(read_all(&again, n), format!("file {i}").as_bytes());
+    }
 }
 
 /// A write that spans two dnodes links its blocks into the first (which goes into the node
