@@ -167,6 +167,51 @@ fn every_way_of_unmounting_leaves_a_clean_image() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A busy mount point (a process has its working directory there) is not unmounted: `uf2fs
+/// umount` and SIGTERM are refused with a message, the mount keeps serving, and once the
+/// process is gone `uf2fs umount` works. (fuser's own unmounter forgot the mount after a
+/// refused first attempt, and every later `uf2fs umount` waited forever.)
+#[test]
+fn a_busy_mount_refuses_to_unmount_and_can_be_unmounted_later() {
+    let dir = scratch("mount-busy");
+    let img = dir.join("img");
+    mkfs(&img, "256M");
+    let mnt = dir.join("mnt");
+    let m = Mount::new(&bin(), &img, &mnt, &[]);
+    std::fs::write(mnt.join("f"), b"still here").unwrap();
+    let mut holder = Command::new("sleep")
+        .arg("120")
+        .current_dir(&mnt)
+        .spawn()
+        .unwrap();
+    let umount = || {
+        Command::new("timeout")
+            .arg("60")
+            .arg(bin())
+            .arg("umount")
+            .arg(&mnt)
+            .output()
+            .unwrap()
+    };
+    for attempt in 0..2 {
+        let out = umount();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.code() == Some(1) && err.contains("busy"),
+            "attempt {attempt}: uf2fs umount of a busy mount: {:?} {err}",
+            out.status
+        );
+    }
+    run(Command::new("kill").args(["-TERM", &m.pid.to_string()]));
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert_eq!(std::fs::read(mnt.join("f")).unwrap(), b"still here");
+    holder.kill().unwrap();
+    holder.wait().unwrap();
+    m.umount();
+    fsck_both(&img);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn second_mount_and_bad_options_are_refused() {
     let dir = scratch("mount-refuse");

@@ -6,7 +6,6 @@
 //! name derived from the mount point's canonical path.
 
 use crate::MountStatus;
-use fuser::SessionUnmounter;
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
@@ -100,7 +99,7 @@ pub(crate) fn spawn(
     listener: UnixListener,
     fs: Weak<Fs>,
     status: Arc<StatusFn>,
-    unmounter: Arc<Mutex<SessionUnmounter>>,
+    unmounter: Arc<Unmounter>,
     waiters: Waiters,
 ) {
     let _ = std::thread::Builder::new()
@@ -125,7 +124,7 @@ fn answer(
     conn: UnixStream,
     fs: &Weak<Fs>,
     status: &StatusFn,
-    unmounter: &Mutex<SessionUnmounter>,
+    unmounter: &Unmounter,
     waiters: &Waiters,
 ) {
     let mut line = String::new();
@@ -161,16 +160,60 @@ fn answer(
     let _ = writeln!(w, "{reply}");
 }
 
-fn unmount(unmounter: &Mutex<SessionUnmounter>) -> Result<(), String> {
-    let mut u = unmounter
-        .lock()
-        .map_err(|_| "unmount lock poisoned".to_string())?;
-    u.unmount().map_err(|e| format!("unmount: {e}"))
+fn unmount(unmounter: &Unmounter) -> Result<(), String> {
+    unmounter.unmount()
+}
+
+/// Ends the mount, which ends the FUSE session (and so the daemon, after its final
+/// checkpoint). Our own rather than fuser's `SessionUnmounter`, which forgets the mount on
+/// its first attempt: after a refused unmount (a busy mount point), every later request would
+/// do nothing and its caller would wait forever.
+pub(crate) struct Unmounter {
+    mountpoint: std::path::PathBuf,
+}
+
+impl Unmounter {
+    pub(crate) fn new(mountpoint: &Path) -> Unmounter {
+        Unmounter {
+            mountpoint: mountpoint.to_path_buf(),
+        }
+    }
+
+    /// umount(2) when we may (root), else `fusermount3 -u`, as fuser does; never lazy, so a
+    /// busy mount point is refused with a message and can be asked again.
+    pub(crate) fn unmount(&self) -> Result<(), String> {
+        use rustix::io::Errno;
+        let mp = self.mountpoint.display();
+        match rustix::mount::unmount(&self.mountpoint, rustix::mount::UnmountFlags::empty()) {
+            Ok(()) => Ok(()),
+            Err(Errno::BUSY) => Err(format!(
+                "{mp} is busy (a process has a file open or its working directory there); \
+                 close them and unmount again"
+            )),
+            Err(Errno::PERM) => {
+                let out = std::process::Command::new("fusermount3")
+                    .arg("-u")
+                    .arg("--")
+                    .arg(&self.mountpoint)
+                    .output()
+                    .map_err(|e| format!("running fusermount3 -u {mp}: {e}"))?;
+                if out.status.success() {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "fusermount3 -u {mp}: {}",
+                        String::from_utf8_lossy(&out.stderr).trim()
+                    ))
+                }
+            }
+            Err(e) => Err(format!("unmounting {mp}: {e}")),
+        }
+    }
 }
 
 /// SIGTERM and SIGINT unmount (and so end the session with a final checkpoint); SIGHUP is
 /// ignored, as a daemon has no terminal.
-pub(crate) fn on_signals(unmounter: Arc<Mutex<SessionUnmounter>>) -> Result<(), String> {
+pub(crate) fn on_signals(unmounter: Arc<Unmounter>) -> Result<(), String> {
     use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
     let mut signals = signal_hook::iterator::Signals::new([SIGTERM, SIGINT, SIGHUP])
         .map_err(|e| format!("signal handlers: {e}"))?;

@@ -17,7 +17,7 @@ pub use options::MountOptions;
 use fuser::{Config, MountOption, Session, SessionACL};
 use options::Access;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use uf2fs_engine::{Error, Fs};
 
 /// Request-handling threads. Reads run in parallel; changes take the engine's write lock.
@@ -141,12 +141,12 @@ pub fn serve(
     let volume = ops::Volume::new(fs.clone(), opts.clone());
     let counters = volume.counters();
     let notifier_slot = volume.notifier_slot();
-    let mut session = Session::new(volume, &mountpoint, &config).map_err(|e| {
+    let session = Session::new(volume, &mountpoint, &config).map_err(|e| {
         let _ = std::fs::remove_file(&paths.socket);
         format!("mounting on {}: {e}", mountpoint.display())
     })?;
     let _ = notifier_slot.set(session.notifier());
-    let unmounter = Arc::new(Mutex::new(session.unmount_callable()));
+    let unmounter = Arc::new(control::Unmounter::new(&mountpoint));
 
     // The control thread and the status closure hold the volume weakly: at unmount the
     // daemon closes the image (and lets go of its lock) before it tells waiters it is done.
