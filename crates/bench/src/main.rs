@@ -393,7 +393,10 @@ fn merge_run(
         }
         // A: the measured thread.
         let t = Instant::now();
-        let (b0, c0) = (b_bytes.load(Ordering::Relaxed), c_rounds.load(Ordering::Relaxed));
+        let (b0, c0) = (
+            b_bytes.load(Ordering::Relaxed),
+            c_rounds.load(Ordering::Relaxed),
+        );
         for i in 0..ops {
             touch(&dir1.join(if new_files {
                 format!("f{i}")

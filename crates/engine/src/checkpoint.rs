@@ -320,7 +320,8 @@ impl CheckpointWrites {
                 .map_err(io("checkpoint pack trailing block".into()))?;
             dev.flush().map_err(io("flush after the checkpoint".into()))
         })();
-        self.io.finish(r.as_ref().map(|_| ()).map_err(|e| e.to_string()));
+        self.io
+            .finish(r.as_ref().map(|_| ()).map_err(|e| e.to_string()));
         (self.io, r)
     }
 }
@@ -359,7 +360,12 @@ fn build(vol: &Vol, ws: &mut WriteState, umount: bool) -> Result<CheckpointWrite
         .into_iter()
         .chain(patched)
     {
-        body.push((ssa + u64::from(segno), blk.to_vec(), IoCause::Meta, "SSA block"));
+        body.push((
+            ssa + u64::from(segno),
+            blk.to_vec(),
+            IoCause::Meta,
+            "SSA block",
+        ));
     }
     // 2. NAT and SIT.
     let (nat_journal, nat_bitmap, nat_blocks) = vol.nat.flush_for_checkpoint(&*vol.dev)?;

@@ -278,7 +278,10 @@ fn a_checkpoint_being_written_blocks_no_change_and_no_reader() {
         let others = s.spawn(move || {
             let fs = fs_;
             // Reads of what the stuck checkpoint writes.
-            assert!(read_all(fs, a) == *expect_a_, "file a read wrong beside a checkpoint");
+            assert!(
+                read_all(fs, a) == *expect_a_,
+                "file a read wrong beside a checkpoint"
+            );
             for (i, n) in many_.iter().enumerate() {
                 assert_eq!(fs.lookup(d, format!("f{i}").as_bytes()).unwrap(), *n);
                 assert_eq!(read_all(fs, *n), format!("file {i}").as_bytes());
@@ -310,10 +313,16 @@ fn a_checkpoint_being_written_blocks_no_change_and_no_reader() {
         syncer.join().unwrap();
         fsyncer.join().unwrap();
         dir_fsyncer.join().unwrap();
-        assert!(!early, "an fsync returned before the checkpoint it needs had landed");
+        assert!(
+            !early,
+            "an fsync returned before the checkpoint it needs had landed"
+        );
     });
     let st = fs.status().unwrap();
-    assert!(st.checkpoints.merged > merged_before, "the directory fsync was not merged");
+    assert!(
+        st.checkpoints.merged > merged_before,
+        "the directory fsync was not merged"
+    );
     assert!(fs.checkpoints_written() > cps_before);
 
     let again = unmount_and_judge(fs, &dev, "concurrent_checkpoint");
