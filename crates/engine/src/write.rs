@@ -1004,15 +1004,14 @@ impl Fs {
     }
 }
 
+/// A random i_generation for a new inode. std's `RandomState` takes its keys from the OS once
+/// per thread and varies them for each new one: random enough here, and no file is opened
+/// under the write lock for every create (/dev/urandom was, once per inode).
 fn rand_u32() -> u32 {
-    let mut b = [0u8; 4];
-    if std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut b))
-        .is_err()
-    {
-        return now().1;
-    }
-    u32::from_le_bytes(b)
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u32(now().1);
+    h.finish() as u32
 }
 
 /// A name a directory can hold: 1..=255 bytes, no '/' or NUL, not '.' or '..'.
