@@ -182,15 +182,29 @@ impl Fs {
         f: impl FnOnce(&mut WriteState) -> Result<T>,
     ) -> Result<T> {
         let mut ws = self.ws()?;
+        let user = ws.head.user_block_count.get();
+        if ws.valid_blocks + blocks > user {
+            return Err(Error::NoSpace);
+        }
+        let short = |ws: &WriteState| {
+            let dirty = self.vol().nodes.dirty_count() as u64;
+            blocks + dirty + RESERVE_BLOCKS > ws.segs.writable_blocks()
+        };
+        let room_for_nodes = |ws: &WriteState| {
+            self.vol().nodes.dirty_count() as u64 + RESERVE_BLOCKS / 2 <= ws.segs.writable_blocks()
+        };
+        if short(&ws) && !ws.segs.prefree.is_empty() && room_for_nodes(&ws) {
+            // Segments emptied since the last checkpoint are free after the next one:
+            // write it, then look again.
+            ws.checkpoint_requests += 1;
+            write_checkpoint(self.vol(), &mut ws, false)?;
+        }
+        if short(&ws) {
+            return Err(Error::NoSpace);
+        }
         self.vol()
             .change_seq
             .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        let dirty = self.vol().nodes.dirty_count() as u64;
-        let needed = blocks + dirty + RESERVE_BLOCKS;
-        let user = ws.head.user_block_count.get();
-        if needed > ws.segs.writable_blocks() || ws.valid_blocks + blocks > user {
-            return Err(Error::NoSpace);
-        }
         let r = f(&mut ws);
         if let Err(e) = &r {
             if matches!(e, Error::Io { .. } | Error::Corrupt(_) | Error::NoSpace) {
@@ -203,6 +217,18 @@ impl Fs {
         // excepted, proceed meanwhile (a checkpoint waits for these blocks to land).
         let written = write_batches(self.vol(), &batches);
         r.and_then(|t| written.map(|()| t))
+    }
+
+    /// Under the write lock, before anything changes: `ino`, a node id the kernel holds, may
+    /// have been freed since it was looked up (unlinked or renamed over by another process
+    /// while not open). That is `NotFound` (ENOENT) for this request, not a corrupt image
+    /// that fails the volume.
+    pub(crate) fn live(&self, ino: u32) -> Result<()> {
+        if self.is_inode(ino)? {
+            Ok(())
+        } else {
+            Err(Error::NotFound)
+        }
     }
 
     pub(crate) fn edit(&self, ino: u32) -> Result<Editing> {
@@ -442,6 +468,7 @@ impl Fs {
     pub fn link(&self, ino: u32, parent: u32, name: &[u8]) -> Result<()> {
         check_name(name)?;
         self.changing(4, |ws| {
+            self.live(ino)?;
             let target = self.inode(ino)?;
             if target.file_type == FileType::Directory {
                 return Err(Error::NotPermitted(
@@ -472,6 +499,7 @@ impl Fs {
         mtime: Option<(i64, u32)>,
     ) -> Result<()> {
         self.changing(0, |_| {
+            self.live(ino)?;
             let mut e = self.edit(ino)?;
             if let Some(p) = perm {
                 let mode = (e.inode.mode & 0o170000) | (p & 0o7777);
@@ -497,6 +525,7 @@ impl Fs {
     /// Sets the access time of `ino` alone (a read under relatime): the change time stays.
     pub fn set_atime(&self, ino: u32, (s, ns): (i64, u32)) -> Result<()> {
         self.changing(0, |_| {
+            self.live(ino)?;
             let mut e = self.edit(ino)?;
             e.set_u64(32, s as u64);
             e.set_u32(56, ns);
@@ -868,6 +897,7 @@ impl Fs {
             v
         };
         self.changing(8, |ws| {
+            self.live(ino)?;
             let mut e = self.edit(ino)?;
             let max = uf2fs_format::node::max_file_blocks(e.inode.addr_slots() as u64)
                 * BLOCK_SIZE as u64;
@@ -892,6 +922,7 @@ impl Fs {
         self.changing(
             (data.len() as u64).div_ceil(BLOCK_SIZE as u64) * 2 + 8,
             |ws| {
+                self.live(ino)?;
                 let mut e = self.edit(ino)?;
                 match e.inode.file_type {
                     FileType::Regular | FileType::Symlink => {}
