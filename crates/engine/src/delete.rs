@@ -168,6 +168,8 @@ impl Fs {
     /// (recorded at checkpoints) until the matching [`Fs::release`].
     pub fn hold(&self, ino: u32) -> Result<()> {
         let mut ws = self.ws()?;
+        // Checked under the lock: once held, an unlink leaves an orphan instead of freeing it.
+        self.live(ino)?;
         *ws.held.entry(ino).or_insert(0) += 1;
         Ok(())
     }
@@ -404,7 +406,7 @@ impl Fs {
     /// Sets the size of regular file `ino`: blocks past it are freed, the tail of the last
     /// block is zeroed; growing makes a hole.
     pub fn truncate(&self, ino: u32, size: u64) -> Result<()> {
-        let cur = self.inode(ino)?;
+        let cur = self.inode_shared(ino)?;
         if cur.file_type != FileType::Regular {
             return Err(if cur.file_type == FileType::Directory {
                 Error::IsADirectory
@@ -416,6 +418,7 @@ impl Fs {
             return self.extend(ino, size);
         }
         self.changing(4, |ws| {
+            self.live(ino)?;
             let mut e = self.edit(ino)?;
             if e.inode.has_inline_data() {
                 let r = e.inline_range();

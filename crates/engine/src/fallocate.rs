@@ -32,7 +32,7 @@ impl Fs {
                 return Err(Error::InvalidArgument("ZERO_RANGE with PUNCH_HOLE"));
             }
             let end = offset.checked_add(len).ok_or(Error::FileTooBig)?;
-            let i = self.inode(ino)?;
+            let i = self.inode_shared(ino)?;
             if i.file_type == FileType::Regular && offset < i.size {
                 // Two steps, each a whole change: a checkpoint between them sees a hole,
                 // which reads as the zeros asked for.
@@ -47,7 +47,7 @@ impl Fs {
             return self.fallocate(ino, mode & FALLOC_FL_KEEP_SIZE, offset, len);
         }
         let end = offset.checked_add(len).ok_or(Error::FileTooBig)?;
-        let i = self.inode(ino)?;
+        let i = self.inode_shared(ino)?;
         match i.file_type {
             FileType::Regular => {}
             FileType::Directory => return Err(Error::IsADirectory),
@@ -70,6 +70,7 @@ impl Fs {
                 return Ok(());
             }
             return self.changing(4, |ws| {
+                self.live(ino)?;
                 let mut e = self.edit(ino)?;
                 let (first_whole, last_whole) = (offset.div_ceil(bs), end / bs);
                 if first_whole < last_whole {
@@ -113,6 +114,7 @@ impl Fs {
         }
         let blocks = end.div_ceil(bs) - offset / bs;
         self.changing(blocks + blocks / 1000 + 8, |ws| {
+            self.live(ino)?;
             let mut e = self.edit(ino)?;
             for fblk in offset / bs..end.div_ceil(bs) {
                 let (nid, index) = self.ensure_dnode(ws, &mut e, fblk)?;

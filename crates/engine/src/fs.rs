@@ -665,6 +665,21 @@ impl Fs {
         }
     }
 
+    /// [`Fs::inode`] for a caller racing changes, as [`Fs::getattr_shared`]: an inode freed
+    /// meanwhile is `NotFound`, not corrupt.
+    pub(crate) fn inode_shared(&self, ino: u32) -> Result<Arc<Inode>> {
+        match self.inode(ino) {
+            Err(Error::Corrupt(_)) if self.vol.write.is_some() => {
+                let _changes_wait = self.vol.write.as_ref().and_then(|w| w.lock().ok());
+                if !self.is_inode(ino)? {
+                    return Err(Error::NotFound);
+                }
+                self.inode(ino)
+            }
+            r => r,
+        }
+    }
+
     /// `lookup` and `getattr` of what it finds, for a caller racing changes (see
     /// [`Fs::getattr_shared`]): on a failure as corrupt both run again with changes held off,
     /// so a name unlinked meanwhile is `NotFound`, and an entry naming a free inode is still

@@ -246,8 +246,10 @@ impl Segments {
             .count() as u32
     }
 
-    /// Blocks that can still be written: the rest of the six logs' segments and every free
-    /// segment (prefree ones are not free before the next checkpoint).
+    /// Blocks that can surely still be written: those of the free segments (prefree ones are
+    /// not free before the next checkpoint). The rest of each log's current segment is not
+    /// counted: it serves that log only, and the log that runs out (say warm data, taking a
+    /// big write) needs a free segment however much room the five others have left.
     pub fn writable_blocks(&self) -> u64 {
         // Empty segments that are not free: prefree ones, and logs with nothing valid yet.
         let empty_logs = self
@@ -276,18 +278,7 @@ impl Segments {
                 .filter(|&s| self.is_free(s))
                 .count() as u64
         );
-        let rest: u64 = self
-            .cursegs
-            .iter()
-            .map(|c| {
-                if c.alloc_type == 0 {
-                    u64::from(BLOCKS_PER_SEG) - u64::from(c.next)
-                } else {
-                    0
-                }
-            })
-            .sum();
-        free * u64::from(BLOCKS_PER_SEG) + rest
+        free * u64::from(BLOCKS_PER_SEG)
     }
 
     fn is_free_but_reserved(&self, segno: u32) -> bool {

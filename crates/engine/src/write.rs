@@ -238,6 +238,18 @@ impl Fs {
         r.and_then(|t| written.and(checkpointed).map(|()| t))
     }
 
+    /// Under the write lock, before anything changes: `ino`, a node id the kernel holds, may
+    /// have been freed since it was looked up (unlinked or renamed over by another process
+    /// while not open). That is `NotFound` (ENOENT) for this request, not a corrupt image
+    /// that fails the volume.
+    pub(crate) fn live(&self, ino: u32) -> Result<()> {
+        if self.is_inode(ino)? {
+            Ok(())
+        } else {
+            Err(Error::NotFound)
+        }
+    }
+
     pub(crate) fn edit(&self, ino: u32) -> Result<Editing> {
         let block = *self.vol().nodes.read(
             &*self.vol().dev,
@@ -475,6 +487,7 @@ impl Fs {
     pub fn link(&self, ino: u32, parent: u32, name: &[u8]) -> Result<()> {
         check_name(name)?;
         self.changing(4, |ws| {
+            self.live(ino)?;
             let target = self.inode(ino)?;
             if target.file_type == FileType::Directory {
                 return Err(Error::NotPermitted(
@@ -505,6 +518,7 @@ impl Fs {
         mtime: Option<(i64, u32)>,
     ) -> Result<()> {
         self.changing(0, |_| {
+            self.live(ino)?;
             let mut e = self.edit(ino)?;
             if let Some(p) = perm {
                 let mode = (e.inode.mode & 0o170000) | (p & 0o7777);
@@ -530,6 +544,7 @@ impl Fs {
     /// Sets the access time of `ino` alone (a read under relatime): the change time stays.
     pub fn set_atime(&self, ino: u32, (s, ns): (i64, u32)) -> Result<()> {
         self.changing(0, |_| {
+            self.live(ino)?;
             let mut e = self.edit(ino)?;
             e.set_u64(32, s as u64);
             e.set_u32(56, ns);
@@ -901,6 +916,7 @@ impl Fs {
             v
         };
         self.changing(8, |ws| {
+            self.live(ino)?;
             let mut e = self.edit(ino)?;
             let max = uf2fs_format::node::max_file_blocks(e.inode.addr_slots() as u64)
                 * BLOCK_SIZE as u64;
@@ -925,6 +941,7 @@ impl Fs {
         self.changing(
             (data.len() as u64).div_ceil(BLOCK_SIZE as u64) * 2 + 8,
             |ws| {
+                self.live(ino)?;
                 let mut e = self.edit(ino)?;
                 match e.inode.file_type {
                     FileType::Regular | FileType::Symlink => {}

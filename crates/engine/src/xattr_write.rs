@@ -26,7 +26,10 @@ impl Fs {
 
     fn change_xattr(&self, ino: u32, name: &[u8], value: Option<&[u8]>, flags: u32) -> Result<()> {
         let x = prepare(name, value)?;
-        self.changing(2, |ws| self.apply_xattr(ws, ino, &x, flags))
+        self.changing(2, |ws| {
+            self.live(ino)?;
+            self.apply_xattr(ws, ino, &x, flags)
+        })
     }
 
     /// Sets or removes one xattr of `ino` inside a running change.

@@ -586,11 +586,18 @@ impl Filesystem for Volume {
 
     fn open(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
         let nid = self.nid(ino);
-        if let Err(e) = self.fs.getattr(nid) {
+        // An inode unlinked (and freed) by another process since the kernel looked it up is
+        // ENOENT, as the getattr of such an inode is.
+        if let Err(e) = self.fs.getattr_shared(nid) {
             return reply.error(errno(e));
         }
         // Hold the inode so that an unlink while open keeps it (an orphan) until release.
-        let held = self.fs.is_writable() && self.fs.hold(nid).is_ok();
+        let held = self.fs.is_writable()
+            && match self.fs.hold(nid) {
+                Ok(()) => true,
+                Err(Error::NotFound) => return reply.error(Errno::ENOENT),
+                Err(_) => false,
+            };
         reply.opened(FileHandle(if held { HELD } else { 0 }), FopenFlags::empty());
     }
 
