@@ -5,6 +5,9 @@
 #   FSTESTS_SRC=/path/to/xfstests-dev bash scripts/fstests.sh [--setup-only] [CHECK_ARGS...]
 #
 # CHECK_ARGS go to fstests' ./check (default: -g generic/quick); e.g. `generic/001 generic/013`.
+# Every generic test: `-g all` (with FSTYP=fuse "all" is the generic tests; `-g generic` is
+# an empty group). Three tests (generic/590, 694, 701) need more room than the default 4G
+# images and skip themselves there; FSTESTS_IMAGE_SIZE=12G runs them.
 # Get the fstests source once with
 #   git clone https://git.kernel.org/pub/scm/fs/xfs/xfstests-dev.git
 # This script (as root, Debian 12): installs fstests' build and run dependencies with apt,
@@ -65,12 +68,13 @@ FSTESTS_SRC=$(realpath "$FSTESTS_SRC")
 # --- 1. Dependencies -------------------------------------------------------------------------
 # Build (the minimal set for `make`): autoconf automake libtool libtool-bin make gcc uuid-dev
 # xfslibs-dev libacl1-dev. Optional for the build (without them some src/ programs are not
-# built and their tests do not run): libaio-dev liburing-dev libcap-dev libgdbm-dev.
+# built and their tests do not run): libaio-dev liburing-dev libcap-dev libgdbm-dev
+# libgdbm-compat-dev (ndbm.h, for generic/010's dbtest).
 # Run: xfsprogs (xfs_io is mandatory), bc, perl, gawk, attr, acl, psmisc, fio, dbench,
 # uuid-runtime, libcap2-bin, xz-utils, e2fsprogs (chattr/lsattr), fuse3, f2fs-tools (fsck.f2fs
 # for f2fs-check), python3, util-linux (flock, findmnt).
 PKGS=(autoconf automake libtool libtool-bin make gcc uuid-dev xfslibs-dev libacl1-dev
-      libaio-dev liburing-dev libcap-dev libgdbm-dev
+      libaio-dev liburing-dev libcap-dev libgdbm-dev libgdbm-compat-dev
       xfsprogs bc perl gawk attr acl psmisc fio dbench uuid-runtime libcap2-bin xz-utils
       e2fsprogs fuse3 f2fs-tools python3 util-linux)
 missing=()

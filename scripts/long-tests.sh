@@ -5,7 +5,7 @@
 # Linux (kernel-f2fs) mounts the image and reads every file.
 #   bash scripts/long-tests.sh                    # fsx 1M ops x 3 seeds, stress-ng 10 min
 #   FSTESTS_SRC=~/xfstests-dev bash scripts/long-tests.sh
-# STRESS_SECONDS (600), UF2FS_FSX_OPS (1000000) and FSTESTS_GROUP (generic) change the lengths.
+# STRESS_SECONDS (600), UF2FS_FSX_OPS (1000000) and FSTESTS_GROUP (all: every generic test) change the lengths.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -41,8 +41,9 @@ printf 'set -e\n$PAYLOAD/treesum /mnt > $OUT/view.txt\n' > "$W/job.sh"
 echo "Linux mounted the image and read $(wc -l < "$W/k/files/view.txt") entries"
 
 if [ -n "${FSTESTS_SRC:-}" ]; then
+  # With FSTYP=fuse fstests' "all" is the generic tests ("-g generic" is an empty group).
   echo "== fstests generic (scripts/fstests.sh; FSTESTS_GROUP=generic/quick for the quick part)"
-  bash scripts/fstests.sh -g "${FSTESTS_GROUP:-generic}"
+  bash scripts/fstests.sh -g "${FSTESTS_GROUP:-all}"
 else
   echo "== fstests: skipped (set FSTESTS_SRC to an fstests checkout to run them)"
 fi
