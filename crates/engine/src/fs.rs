@@ -482,14 +482,7 @@ impl Fs {
     }
 
     pub(crate) fn ws(&self) -> Result<std::sync::MutexGuard<'_, WriteState>> {
-        let ws = self
-            .vol
-            .write
-            .as_ref()
-            .ok_or(Error::ReadOnly("the volume is mounted read-only".into()))?
-            .lock()
-            .map_err(|_| Error::InvalidArgument("internal lock poisoned by an earlier failure"))?;
-        let mut ws = ws;
+        let mut ws = self.ws_raw()?;
         if ws.failed.is_none() {
             ws.failed = self.vol.inflight.failure();
         }
@@ -501,25 +494,6 @@ impl Fs {
         Ok(ws)
     }
 
-    /// The write lock with no checkpoint pending: one whose blocks another thread is writing
-    /// is waited for without the lock (so changes go on meanwhile), then settled.
-    pub(crate) fn ws_settled(&self) -> Result<std::sync::MutexGuard<'_, WriteState>> {
-        loop {
-            let mut ws = self.ws()?;
-            let Some(io) = ws.pending.as_ref().map(|p| p.io.clone()) else {
-                return Ok(ws);
-            };
-            drop(ws);
-            // The outcome is taken from `settle` below, under the lock.
-            let _ = io.wait();
-            ws = self.ws()?;
-            crate::checkpoint::settle(&self.vol, &mut ws)?;
-            if ws.pending.is_none() {
-                return Ok(ws);
-            }
-        }
-    }
-
     /// The write lock even after a failure (to settle a checkpoint whose writes failed).
     pub(crate) fn ws_raw(&self) -> Result<std::sync::MutexGuard<'_, WriteState>> {
         self.vol
@@ -528,6 +502,34 @@ impl Fs {
             .ok_or(Error::ReadOnly("the volume is mounted read-only".into()))?
             .lock()
             .map_err(|_| Error::InvalidArgument("internal lock poisoned by an earlier failure"))
+    }
+
+    /// The write lock with no checkpoint pending: one whose blocks another thread is writing
+    /// is waited for without the lock (so changes go on meanwhile), then settled. If another
+    /// thread settled it and began the next one meanwhile, that one is waited for the same way.
+    pub(crate) fn ws_settled(&self) -> Result<std::sync::MutexGuard<'_, WriteState>> {
+        loop {
+            let ws = self.ws()?;
+            let Some(io) = ws.pending.as_ref().map(|p| p.io.clone()) else {
+                return Ok(ws);
+            };
+            drop(ws);
+            // The outcome is taken from `settle_this` below, under the lock.
+            let _ = io.wait();
+            let mut ws = self.ws()?;
+            crate::checkpoint::settle_this(&self.vol, &mut ws, &io)?;
+            if ws.pending.is_none() {
+                return Ok(ws);
+            }
+        }
+    }
+
+    /// Writes the blocks of a checkpoint prepared under the lock (`checkpoint::prepare`, the
+    /// lock since let go), then settles it.
+    pub(crate) fn write_prepared(&self, writes: crate::checkpoint::CheckpointWrites) -> Result<()> {
+        let (io, r) = writes.run(&self.vol);
+        let s = crate::checkpoint::settle_this(&self.vol, &mut *self.ws_raw()?, &io);
+        r.and(s)
     }
 
     /// Writes a checkpoint: everything changed so far becomes durable.
@@ -647,55 +649,45 @@ impl Fs {
         })
     }
 
-    /// `getattr` for a caller racing changes (the FUSE daemon; not for use under the write
-    /// lock). Reads take no lock, so an inode freed by an unlink just before its read fails
-    /// as corrupt (its NAT entry free, or a node of another owner). Such a failure is checked
-    /// again with changes held off: an inode that is no inode any more is `NotFound`; one
-    /// that still fails is damage.
-    pub fn getattr_shared(&self, ino: u32) -> Result<Attr> {
-        match self.getattr(ino) {
+    /// A read for a caller racing changes (the FUSE daemon; not for use under the write
+    /// lock). Reads take no lock, so what `read` follows may be freed under it by a change
+    /// (an inode unlinked, an xattr node removed): that fails as corrupt (a free NAT entry, a
+    /// node of another owner). Such a failure is read again with changes held off; if `ino`
+    /// is given and is no inode any more, it is `NotFound`; what still fails is damage.
+    fn reread<T>(&self, ino: Option<u32>, read: impl Fn() -> Result<T>) -> Result<T> {
+        match read() {
             Err(Error::Corrupt(_)) if self.vol.write.is_some() => {
                 let _changes_wait = self.vol.write.as_ref().and_then(|w| w.lock().ok());
-                if !self.is_inode(ino)? {
-                    return Err(Error::NotFound);
+                if let Some(ino) = ino {
+                    if !self.is_inode(ino)? {
+                        return Err(Error::NotFound);
+                    }
                 }
-                self.getattr(ino)
+                read()
             }
             r => r,
         }
     }
 
-    /// [`Fs::inode`] for a caller racing changes, as [`Fs::getattr_shared`]: an inode freed
-    /// meanwhile is `NotFound`, not corrupt.
+    /// `getattr` for a caller racing changes (see [`Fs::reread`]): an inode freed by an
+    /// unlink just before its read is `NotFound`.
+    pub fn getattr_shared(&self, ino: u32) -> Result<Attr> {
+        self.reread(Some(ino), || self.getattr(ino))
+    }
+
+    /// [`Fs::inode`] for a caller racing changes, as [`Fs::getattr_shared`].
     pub(crate) fn inode_shared(&self, ino: u32) -> Result<Arc<Inode>> {
-        match self.inode(ino) {
-            Err(Error::Corrupt(_)) if self.vol.write.is_some() => {
-                let _changes_wait = self.vol.write.as_ref().and_then(|w| w.lock().ok());
-                if !self.is_inode(ino)? {
-                    return Err(Error::NotFound);
-                }
-                self.inode(ino)
-            }
-            r => r,
-        }
+        self.reread(Some(ino), || self.inode(ino))
     }
 
     /// `lookup` and `getattr` of what it finds, for a caller racing changes (see
-    /// [`Fs::getattr_shared`]): on a failure as corrupt both run again with changes held off,
-    /// so a name unlinked meanwhile is `NotFound`, and an entry naming a free inode is still
-    /// corruption.
+    /// [`Fs::reread`]): a name unlinked meanwhile is `NotFound`, and an entry naming a free
+    /// inode is still corruption.
     pub fn lookup_attr_shared(&self, parent: u32, name: &[u8]) -> Result<(u32, Attr)> {
-        let once = || -> Result<(u32, Attr)> {
+        self.reread(None, || {
             let ino = self.lookup(parent, name)?;
             Ok((ino, self.getattr(ino)?))
-        };
-        match once() {
-            Err(Error::Corrupt(_)) if self.vol.write.is_some() => {
-                let _changes_wait = self.vol.write.as_ref().and_then(|w| w.lock().ok());
-                once()
-            }
-            r => r,
-        }
+        })
     }
 
     /// The inode number of `name` in directory `parent`.
@@ -858,18 +850,9 @@ impl Fs {
 
     /// Every user-visible xattr (full name, value as getxattr returns it), in stored order.
     pub fn xattrs(&self, ino: u32) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
-        let raw: Vec<Xattr> = match self.inode(ino).and_then(|i| self.vol.xattrs(&i)) {
-            // Readers take no write lock: a change (removexattr, a smaller setxattr) may free
-            // the xattr node the inode we read names before we read the node ("NAT entry is
-            // free", or a footer of its next owner). Read both again with changes held off:
-            // what fails then is damage, not a race. (No caller holds the write lock here.)
-            Err(Error::Corrupt(_)) if self.vol.write.is_some() => {
-                let _changes_wait = self.vol.write.as_ref().and_then(|w| w.lock().ok());
-                let i = self.inode(ino)?;
-                self.vol.xattrs(&i)?
-            }
-            r => r?,
-        };
+        // A change (removexattr, a smaller setxattr) may free the xattr node the inode we
+        // read names before we read the node: read both again with changes held off.
+        let raw: Vec<Xattr> = self.reread(None, || self.vol.xattrs(&*self.inode(ino)?))?;
         let mut out = Vec::new();
         for x in raw {
             if let Some(name) = x.full_name() {

@@ -31,7 +31,7 @@
 //! serves the rest. So at most one checkpoint is in flight and one being gathered, whatever
 //! the number of callers, and changes run while a checkpoint is written.
 
-use crate::checkpoint::{prepare, settle_this, write_nodes, write_runs, WriteState};
+use crate::checkpoint::{prepare, write_nodes, write_runs, WriteState};
 use crate::error::{Error, Result};
 use crate::fs::{Fs, FsyncMode};
 use crate::segment::Log;
@@ -101,10 +101,7 @@ impl Fs {
         // and requests made meanwhile that this checkpoint covers are served by it.
         let writes = prepare(vol, &mut ws, false)?;
         drop(ws);
-        let (io, r) = writes.run(vol);
-        let mut ws = self.ws_raw()?;
-        let s = settle_this(vol, &mut ws, &io);
-        r.and(s)
+        self.write_prepared(writes)
     }
 
     /// Why an fsync of `ino` must write a checkpoint; `None` when the node chain will do.

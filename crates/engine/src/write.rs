@@ -10,7 +10,7 @@
 //!
 //! All changes run under the write-state lock, one at a time (see docs/design.md, Locking).
 
-use crate::checkpoint::{node_log, prepare, settle_this, write_checkpoint, write_runs, WriteState};
+use crate::checkpoint::{node_log, prepare, write_checkpoint, write_runs, WriteState};
 use crate::error::{Error, Result};
 use crate::fs::Fs;
 use crate::node::Expect;
@@ -229,11 +229,7 @@ impl Fs {
         let written = write_batches(self.vol(), &batches);
         let checkpointed = match checkpoint {
             None => Ok(()),
-            Some(prepared) => prepared.and_then(|w| {
-                let (io, r) = w.run(self.vol());
-                let s = settle_this(self.vol(), &mut *self.ws_raw()?, &io);
-                r.and(s)
-            }),
+            Some(prepared) => prepared.and_then(|w| self.write_prepared(w)),
         };
         r.and_then(|t| written.and(checkpointed).map(|()| t))
     }
