@@ -7,9 +7,9 @@
 //! (valid blocks, nodes, inodes, free segments) are right.
 
 use crate::error::Result;
-use crate::fs::Fs;
 use crate::mount::read_block;
 use crate::node::Expect;
+use crate::vol::Fs;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use uf2fs_device::IoCause;
 use uf2fs_format::inode::{FileType, Inode};

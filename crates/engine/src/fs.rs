@@ -1,13 +1,16 @@
 //! `Fs`: the engine's API. Inode numbers are F2FS nids. Every method takes `&self`: caches sit
 //! behind their own locks and device reads are positional, so readers run concurrently.
 
-use crate::checkpoint::{write_checkpoint, WriteState};
+use crate::durability::checkpoint::write_checkpoint;
+use crate::durability::state::{CheckpointState, FsyncState};
 use crate::error::{Error, Result};
 use crate::mount::{mount, read_block, MountInfo, VolumeInfo};
-use crate::nat::Nat;
+use crate::node::nat::Nat;
 use crate::node::{Expect, Nodes};
-use crate::segment::Segments;
-use crate::sit::{read_sit, usage, SegmentUsage};
+use crate::space::sit::{read_sit, usage, SegmentUsage};
+use crate::space::Space;
+use crate::state::{Counts, Orphans, WriteState};
+use crate::vol::{Extent, Fs, Options, Vol};
 use std::collections::{HashMap, HashSet};
 use std::ops::ControlFlow;
 use std::path::Path;
@@ -17,128 +20,14 @@ use uf2fs_format::checkpoint::{flags, Checkpoint, CURSEG_NAMES};
 use uf2fs_format::inode::{FileType, Inode, Time};
 use uf2fs_format::nat::NAT_ENTRIES_PER_BLOCK;
 use uf2fs_format::sit::SitEntry;
-use uf2fs_format::superblock::{feature, Layout, Superblock};
+use uf2fs_format::superblock::{feature, Superblock};
 use uf2fs_format::xattr::Xattr;
-use uf2fs_format::{Block, CorruptKind, BLOCK_SIZE};
+use uf2fs_format::{CorruptKind, BLOCK_SIZE};
 
 /// Inodes kept parsed in memory at most.
 const INODE_CACHE: usize = 8192;
 /// Symbolic links followed while resolving one path, as Linux allows.
 const MAX_SYMLINK_FOLLOWS: u32 = 40;
-
-/// The mounted volume's state, shared by the modules that implement `Fs`.
-pub(crate) struct Vol {
-    pub dev: Box<dyn BlockDevice>,
-    pub sb: Superblock,
-    pub layout: Layout,
-    pub cp: Checkpoint,
-    pub nat: Nat,
-    pub nodes: Nodes,
-    pub(crate) inodes: Mutex<HashMap<u32, Arc<Inode>>>,
-    /// Moves (under the `inodes` lock) whenever an inode changes, so that a reader that
-    /// fetched a block before the change does not cache it after.
-    inode_epoch: std::sync::atomic::AtomicU64,
-    sit_journal: Vec<(u32, SitEntry)>,
-    orphans: Vec<u32>,
-    notes: Vec<String>,
-    /// Summaries of the six current segments as the mounted pack has them (node ones only
-    /// when the pack carries them).
-    pub(crate) cur_summaries: Vec<Option<Vec<uf2fs_format::summary::RawSummary>>>,
-    /// The writable state; `None` for a read-only mount.
-    pub(crate) write: Option<Mutex<WriteState>>,
-    pub(crate) options: Options,
-    /// Changes made since mount (each `changing` call is one), and the last change to each
-    /// inode since the last checkpoint began: a checkpoint request is served by any
-    /// checkpoint that began after the last change it must cover (merging).
-    pub(crate) change_seq: std::sync::atomic::AtomicU64,
-    pub(crate) last_change: Mutex<HashMap<u32, u64>>,
-    /// What roll-forward recovery did at mount, if there was a chain to replay.
-    pub(crate) recovery: Option<crate::checkpoint::RecoveryStats>,
-    /// Data blocks linked by a change whose write has not landed yet.
-    pub(crate) inflight: crate::inflight::Inflight,
-}
-
-impl Vol {
-    /// Reads data (file or dentry) blocks from `addr` on into `buf`, taking blocks whose
-    /// write is still in flight from memory. `what` names them in an I/O error.
-    pub(crate) fn read_data(&self, addr: u64, buf: &mut [u8], what: &str) -> Result<()> {
-        let n = buf.len() / BLOCK_SIZE;
-        let copies = self.inflight.copies(addr, n);
-        if copies.len() < n {
-            self.dev
-                .read_blocks(addr, buf, IoCause::UserData)
-                .map_err(|e| Error::io(format!("{what} at block {addr}"), e))?;
-        }
-        for (i, b) in copies {
-            if let Some(dst) = buf.get_mut(i * BLOCK_SIZE..(i + 1) * BLOCK_SIZE) {
-                dst.copy_from_slice(&b);
-            }
-        }
-        Ok(())
-    }
-
-    /// One data block at `addr` (see [`Vol::read_data`]).
-    pub(crate) fn read_data_block(&self, addr: u64, what: &str) -> Result<Block> {
-        let mut b = [0u8; BLOCK_SIZE];
-        self.read_data(addr, &mut b, what)?;
-        Ok(b)
-    }
-
-    /// Drops the cached parse of `ino` after a change to it (see `inode_epoch`).
-    pub(crate) fn forget_inode(&self, ino: u32) {
-        if let Ok(mut c) = self.inodes.lock() {
-            c.remove(&ino);
-            self.inode_epoch
-                .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
-        }
-    }
-}
-
-/// Choices a mount makes about how new files are laid out (the kernel's mount options of the
-/// same names). They change nothing already on disk.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-pub struct Options {
-    /// New regular files and symlinks keep small contents in the inode (`inline_data`).
-    pub inline_data: bool,
-    /// New directories keep their first entries in the inode (`inline_dentry`).
-    pub inline_dentry: bool,
-    /// How fsync makes a file durable (`fsync_mode`).
-    pub fsync_mode: FsyncMode,
-    /// Concurrent checkpoint requests share one checkpoint (`checkpoint_merge`).
-    pub checkpoint_merge: bool,
-}
-
-/// The kernel's `fsync_mode`: what an fsync writes and whether it flushes the device cache.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum FsyncMode {
-    /// The file's data and direct nodes, marked for roll-forward, then a cache flush; a
-    /// checkpoint only where recovery could not rebuild the file's place in the tree.
-    Posix,
-    /// As posix, but a file whose directory entry is not yet in a checkpoint gets one.
-    Strict,
-    /// As posix, without the cache flush.
-    Nobarrier,
-}
-
-impl Default for Options {
-    fn default() -> Self {
-        Options {
-            inline_data: true,
-            inline_dentry: true,
-            fsync_mode: FsyncMode::Posix,
-            checkpoint_merge: true,
-        }
-    }
-}
-
-/// A run of `len` file blocks from file block `fblk` stored at `addr..addr+len`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Extent {
-    pub fblk: u64,
-    pub addr: u32,
-    pub len: u64,
-}
 
 /// Attributes of an inode as `stat` shows them.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -239,11 +128,6 @@ pub enum WalkItem<'a> {
     Error { path: &'a [u8], error: Error },
 }
 
-/// A read-only F2FS volume.
-pub struct Fs {
-    vol: Vol,
-}
-
 impl Fs {
     /// Opens the image file or block device at `path`, read-only.
     pub fn open(path: &Path) -> Result<Fs> {
@@ -268,7 +152,14 @@ impl Fs {
 
     /// Node blocks written by fsync after the mounted checkpoint (the roll-forward chain).
     pub fn roll_forward_blocks(&self) -> Result<usize> {
-        Ok(crate::recovery::read_chain(&*self.vol.dev, &self.vol.layout, &self.vol.cp)?.len())
+        Ok(
+            crate::durability::recovery::read_chain(
+                &*self.vol.dev,
+                &self.vol.layout,
+                &self.vol.cp,
+            )?
+            .len(),
+        )
     }
 
     /// Opens the image file or block device at `path` for reading and writing.
@@ -296,7 +187,7 @@ impl Fs {
         let m = mount(&*dev)?;
         let layout = m.sb.layout();
         let mut notes = Vec::new();
-        let chain = match crate::recovery::read_chain(&*dev, &layout, &m.cp) {
+        let chain = match crate::durability::recovery::read_chain(&*dev, &layout, &m.cp) {
             Ok(c) if recover => c,
             Ok(_) => Vec::new(),
             Err(e) if writable => return Err(e),
@@ -397,7 +288,7 @@ impl Fs {
         }
         if writable && (replay || !orphans.is_empty()) {
             let mut ws = fs.ws()?;
-            ws.checkpoint_requests += 1;
+            ws.cp.requests += 1;
             write_checkpoint(&fs.vol, &mut ws, false)?;
         }
         if !writable {
@@ -454,82 +345,29 @@ impl Fs {
         }
         let h = &m.cp.head;
         Ok(WriteState {
-            segs: Segments::new(layout, sit, &journal, &m.cp, sums),
-            version: m.cp.version(),
-            pack: m.cp.pack,
-            sit_bitmap: m.cp.sit_bitmap.clone(),
-            head: h.clone(),
-            valid_blocks: h.valid_block_count.get(),
-            valid_nodes: h.valid_node_count.get(),
-            valid_inodes: h.valid_inode_count.get(),
-            orphans: Vec::new(),
-            held: std::collections::HashMap::new(),
-            mounted_at: std::time::Instant::now(),
-            checkpoints: 0,
-            checkpoint_requests: 0,
+            segs: Space::new(layout, sit, &journal, &m.cp, sums),
+            cp: CheckpointState {
+                version: m.cp.version(),
+                pack: m.cp.pack,
+                head: h.clone(),
+                crc: m.cp.crc,
+                mounted_at: std::time::Instant::now(),
+                written: 0,
+                requests: 0,
+                covered_seq: 0,
+                pending: None,
+                wanted: false,
+            },
+            sync: FsyncState::default(),
+            orphans: Orphans::default(),
+            counts: Counts {
+                valid_blocks: h.valid_block_count.get(),
+                valid_nodes: h.valid_node_count.get(),
+                valid_inodes: h.valid_inode_count.get(),
+            },
             failed: None,
-            cp_crc: m.cp.crc,
-            born: Default::default(),
-            fsynced: Default::default(),
-            needs_cp: Default::default(),
-            fsync_stats: Default::default(),
-            data_since_flush: false,
-            covered_seq: 0,
             deferred: Vec::new(),
-            pending: None,
-            checkpoint_wanted: false,
         })
-    }
-
-    pub(crate) fn ws(&self) -> Result<std::sync::MutexGuard<'_, WriteState>> {
-        let mut ws = self.ws_raw()?;
-        if ws.failed.is_none() {
-            ws.failed = self.vol.inflight.failure();
-        }
-        if let Some(why) = &ws.failed {
-            return Err(Error::ReadOnly(format!(
-                "an earlier change failed ({why}); the image keeps its last checkpoint"
-            )));
-        }
-        Ok(ws)
-    }
-
-    /// The write lock even after a failure (to settle a checkpoint whose writes failed).
-    pub(crate) fn ws_raw(&self) -> Result<std::sync::MutexGuard<'_, WriteState>> {
-        self.vol
-            .write
-            .as_ref()
-            .ok_or(Error::ReadOnly("the volume is mounted read-only".into()))?
-            .lock()
-            .map_err(|_| Error::InvalidArgument("internal lock poisoned by an earlier failure"))
-    }
-
-    /// The write lock with no checkpoint pending: one whose blocks another thread is writing
-    /// is waited for without the lock (so changes go on meanwhile), then settled. If another
-    /// thread settled it and began the next one meanwhile, that one is waited for the same way.
-    pub(crate) fn ws_settled(&self) -> Result<std::sync::MutexGuard<'_, WriteState>> {
-        loop {
-            let ws = self.ws()?;
-            let Some(io) = ws.pending.as_ref().map(|p| p.io.clone()) else {
-                return Ok(ws);
-            };
-            drop(ws);
-            // The outcome is taken from `settle_this` below, under the lock.
-            let _ = io.wait();
-            let mut ws = self.ws()?;
-            crate::checkpoint::settle_this(&self.vol, &mut ws, &io)?;
-            if ws.pending.is_none() {
-                return Ok(ws);
-            }
-        }
-    }
-
-    /// Writes the blocks of a checkpoint prepared under the lock (`checkpoint::prepare`, the
-    /// lock since let go), then settles it.
-    pub(crate) fn write_prepared(&self, writes: crate::checkpoint::CheckpointWrites) -> Result<()> {
-        let (io, r) = writes.run(&self.vol);
-        let s = crate::checkpoint::settle_this(&self.vol, &mut *self.ws_raw()?, &io);
-        r.and(s)
     }
 
     /// Writes a checkpoint: everything changed so far becomes durable.
@@ -542,7 +380,7 @@ impl Fs {
     /// Later changes are still possible; the next checkpoint is a normal one again.
     pub fn final_checkpoint(&self) -> Result<()> {
         let mut ws = self.ws()?;
-        ws.checkpoint_requests += 1;
+        ws.cp.requests += 1;
         write_checkpoint(&self.vol, &mut ws, true)
     }
 
@@ -570,7 +408,7 @@ impl Fs {
 
     /// Checkpoints written since mount.
     pub fn checkpoints_written(&self) -> u64 {
-        self.ws().map(|w| w.checkpoints).unwrap_or(0)
+        self.ws().map(|w| w.cp.written).unwrap_or(0)
     }
 
     pub(crate) fn vol(&self) -> &Vol {
@@ -878,7 +716,7 @@ impl Fs {
     pub fn statfs(&self) -> StatFs {
         let h = &self.vol.cp.head;
         let (valid, nodes) = match self.vol.write.as_ref().and_then(|w| w.lock().ok()) {
-            Some(ws) => (ws.valid_blocks, u64::from(ws.valid_nodes)),
+            Some(ws) => (ws.counts.valid_blocks, u64::from(ws.counts.valid_nodes)),
             None => (
                 h.valid_block_count.get(),
                 u64::from(h.valid_node_count.get()),

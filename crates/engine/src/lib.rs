@@ -8,41 +8,34 @@
 //! by the format layer before use. The SIT is read only when asked for (`info`), so that a
 //! damaged SIT does not keep files from being read.
 
+mod change;
 mod check;
-mod checkpoint;
-mod delete;
-mod dir;
+mod data;
+mod durability;
 mod error;
-mod fallocate;
-mod file;
 mod fs;
-mod fsync;
-mod inflight;
 mod mkfs;
 mod mount;
-mod nat;
 mod node;
-mod recovery;
-mod rename;
-mod segment;
-mod sit;
+mod ns;
+mod space;
+mod state;
 mod status;
-mod write;
-mod xattr;
-mod xattr_write;
+mod vol;
 
 pub use check::CheckReport;
 pub use error::{Error, Result};
-pub use fallocate::{FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE, FALLOC_FL_ZERO_RANGE};
-pub use fs::{type_name, Attr, DirEntry, Extent, Fs, FsyncMode, Options, StatFs, WalkItem};
+pub use fs::{type_name, Attr, DirEntry, StatFs, WalkItem};
 pub use mkfs::{mkfs, parse_features, MkfsOptions, MKFS_FEATURES};
 pub use mount::{MountInfo, VolumeInfo};
-pub use rename::{RENAME_EXCHANGE, RENAME_NOREPLACE};
-pub use sit::SegmentUsage;
+pub use ns::fallocate::{FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE, FALLOC_FL_ZERO_RANGE};
+pub use ns::rename::{RENAME_EXCHANGE, RENAME_NOREPLACE};
+pub use ns::write::NewInode;
+pub use ns::xattr_write::{XATTR_CREATE, XATTR_REPLACE};
+pub use space::sit::SegmentUsage;
 pub use status::{CheckpointStats, GcStats, IoStats, Status};
 pub use uf2fs_format::geometry::Geometry;
-pub use write::NewInode;
-pub use xattr_write::{XATTR_CREATE, XATTR_REPLACE};
+pub use vol::{Extent, Fs, FsyncMode, Options};
 
 pub use uf2fs_device;
 pub use uf2fs_format::inode::{FileType, Inode, Time};

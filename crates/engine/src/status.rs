@@ -3,8 +3,9 @@
 //! checkpoint of a read-only one.
 
 use crate::error::Result;
-use crate::fs::{Fs, Options, StatFs};
-use crate::sit::{usage, SegmentUsage};
+use crate::fs::StatFs;
+use crate::space::sit::{usage, SegmentUsage};
+use crate::vol::{Fs, Options};
 use std::collections::BTreeMap;
 use uf2fs_device::IoCause;
 
@@ -18,13 +19,13 @@ pub struct Status {
     pub options: Options,
     pub usage: StatFs,
     pub segments: SegmentUsage,
-    /// Segments emptied since the last checkpoint; free after the next one.
+    /// Space emptied since the last checkpoint; free after the next one.
     pub prefree_segments: u32,
     pub checkpoints: CheckpointStats,
     /// How fsyncs were served since mount (engine side; the FUSE layer counts requests too).
-    pub fsync: crate::checkpoint::FsyncStats,
+    pub fsync: crate::durability::state::FsyncStats,
     /// What roll-forward recovery replayed at mount (none: there was no chain).
-    pub recovery: Option<crate::checkpoint::RecoveryStats>,
+    pub recovery: Option<crate::durability::state::RecoveryStats>,
     pub gc: GcStats,
     pub io: IoStats,
 }
@@ -86,11 +87,11 @@ impl Fs {
                     usage(&ws.segs.entries),
                     ws.segs.prefree.len() as u32,
                     CheckpointStats {
-                        requested: ws.checkpoint_requests,
-                        written: ws.checkpoints,
-                        merged: ws.fsync_stats.merged,
+                        requested: ws.cp.requests,
+                        written: ws.cp.written,
+                        merged: ws.sync.stats.merged,
                     },
-                    ws.fsync_stats,
+                    ws.sync.stats,
                 ))
             }
             None => None,

@@ -2,8 +2,8 @@
 //! parsed as one buffer by the format layer.
 
 use crate::error::Result;
-use crate::fs::Vol;
 use crate::node::Expect;
+use crate::vol::Vol;
 use uf2fs_format::inode::Inode;
 use uf2fs_format::node::XATTR_NODE_OFFSET;
 use uf2fs_format::xattr::{parse, Xattr, XATTR_NODE_DATA};

@@ -4,7 +4,7 @@
 //! over the casefolded name). Entry inode numbers are checked before use.
 
 use crate::error::{Error, Result};
-use crate::fs::Vol;
+use crate::vol::Vol;
 use std::ops::ControlFlow;
 use uf2fs_format::dentry::{blocks_per_bucket, bucket_block, buckets_at, DentryArea, DirEntry};
 use uf2fs_format::hash::dentry_hash;
@@ -148,7 +148,7 @@ impl Vol {
     }
 }
 
-impl crate::fs::Fs {
+impl crate::vol::Fs {
     /// Whether `nid` is an inode in use now: a node id that was never one, or whose inode was
     /// freed, is not (NFS-style file handles name inodes by nid and must go stale then).
     pub fn is_inode(&self, nid: u32) -> Result<bool> {

@@ -10,14 +10,14 @@
 //!
 //! All changes run under the write-state lock, one at a time (see docs/design.md, Locking).
 
-use crate::checkpoint::{node_log, prepare, write_checkpoint, write_runs, WriteState};
 use crate::error::{Error, Result};
-use crate::fs::Fs;
+use crate::node::node_log;
 use crate::node::Expect;
-use crate::segment::Log;
+use crate::ns::edit::{fix_checksum, get32, now, put, reparse, Editing};
+use crate::space::Log;
+use crate::state::WriteState;
+use crate::vol::Fs;
 use std::collections::BTreeMap;
-use std::time::{SystemTime, UNIX_EPOCH};
-use uf2fs_device::IoCause;
 use uf2fs_format::dentry::{
     blocks_per_bucket, bucket_block, buckets_at, inline_geometry, slots_for, DIR_ENTRY_SIZE,
     NR_DENTRY_IN_BLOCK, SLOT_LEN,
@@ -36,44 +36,6 @@ use uf2fs_format::{Block, BLOCK_SIZE, NEW_ADDR, NULL_ADDR};
 /// Dirty node blocks kept before a checkpoint is forced (64 MiB).
 const DIRTY_NODE_BUDGET: usize = 16 * 1024;
 
-fn put(b: &mut [u8], at: usize, bytes: &[u8]) {
-    if let Some(dst) = b.get_mut(at..at + bytes.len()) {
-        dst.copy_from_slice(bytes);
-    }
-}
-
-pub(crate) fn get32(b: &Block, at: usize) -> u32 {
-    uf2fs_format::le32(b, at).unwrap_or(0)
-}
-
-/// Recomputes the inode checksum (when the feature and the extra size have one), so that a
-/// changed inode block is always valid as it stands.
-fn fix_checksum(fs: &Fs, b: &mut Block) {
-    let sb = &fs.vol().sb;
-    let extra = b.get(3).is_some_and(|i| i & inline_flags::EXTRA_ATTR != 0);
-    let isize = uf2fs_format::le16(b, I_ADDR_OFFSET).unwrap_or(0);
-    if sb.has(feature::INODE_CHKSUM) && extra && isize >= 12 {
-        let crc = uf2fs_format::inode::compute_checksum(
-            uf2fs_format::inode::checksum_seed(&sb.uuid()),
-            b,
-        );
-        put(b, I_ADDR_OFFSET + 8, &crc.to_le_bytes());
-    }
-}
-
-/// Parses the inode block being edited (its checksum made valid first).
-pub(crate) fn reparse(fs: &Fs, ino: u32, b: &mut Block) -> Result<Inode> {
-    fix_checksum(fs, b);
-    Ok(Inode::parse(b, ino, &fs.vol().sb)?)
-}
-
-fn now() -> (u64, u32) {
-    let d = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap_or_default();
-    (d.as_secs(), d.subsec_nanos())
-}
-
 /// Attributes a new inode starts with.
 #[derive(Debug, Clone, Copy)]
 pub struct NewInode {
@@ -83,157 +45,7 @@ pub struct NewInode {
     pub rdev: (u32, u32),
 }
 
-/// An inode being changed: its node block and what the parsed inode says about its layout.
-pub(crate) struct Editing {
-    pub ino: u32,
-    pub block: Block,
-    pub inode: Inode,
-}
-
-impl Editing {
-    pub(crate) fn extra_words(&self) -> usize {
-        usize::from(self.inode.extra_isize / 4)
-    }
-    pub(crate) fn set_u32(&mut self, at: usize, v: u32) {
-        put(&mut self.block, at, &v.to_le_bytes());
-    }
-    pub(crate) fn set_u64(&mut self, at: usize, v: u64) {
-        put(&mut self.block, at, &v.to_le_bytes());
-    }
-    pub(crate) fn size(&self) -> u64 {
-        uf2fs_format::le64(&self.block, 16).unwrap_or(0)
-    }
-    pub(crate) fn set_size(&mut self, v: u64) {
-        self.set_u64(16, v);
-    }
-    pub(crate) fn add_blocks(&mut self, n: i64) {
-        let b = uf2fs_format::le64(&self.block, 24).unwrap_or(0);
-        self.set_u64(24, b.saturating_add_signed(n));
-    }
-    pub(crate) fn links(&self) -> u32 {
-        get32(&self.block, 12)
-    }
-    pub(crate) fn set_links(&mut self, v: u32) {
-        self.set_u32(12, v);
-    }
-    pub(crate) fn inline(&self) -> u8 {
-        self.block.get(3).copied().unwrap_or(0)
-    }
-    pub(crate) fn set_inline(&mut self, v: u8) {
-        if let Some(b) = self.block.get_mut(3) {
-            *b = v;
-        }
-    }
-    pub(crate) fn touch(&mut self, mtime: bool) {
-        let (s, ns) = now();
-        self.set_u64(40, s);
-        self.set_u32(60, ns);
-        if mtime {
-            self.set_u64(48, s);
-            self.set_u32(64, ns);
-        }
-    }
-    /// Byte range of the inline data / dentry area.
-    pub(crate) fn inline_range(&self) -> std::ops::Range<usize> {
-        let start = I_ADDR_OFFSET + 4 * (self.extra_words() + 1);
-        start..start + self.inode.inline_capacity()
-    }
-    pub(crate) fn addr_slot(&self, i: usize) -> usize {
-        I_ADDR_OFFSET + 4 * (self.extra_words() + i)
-    }
-    pub(crate) fn nid_slot(&self, slot: usize) -> u32 {
-        get32(&self.block, I_NID_OFFSET + 4 * slot)
-    }
-    pub(crate) fn set_nid_slot(&mut self, slot: usize, nid: u32) {
-        self.set_u32(I_NID_OFFSET + 4 * slot, nid);
-    }
-}
-
-/// Writes batches of data blocks made by `write_data_blocks` and lets readers go to the device
-/// for them again. A failure is also kept in `vol.inflight`, where the next change or
-/// checkpoint finds it and stops: the image keeps its last checkpoint.
-pub(crate) fn write_batches(
-    vol: &crate::fs::Vol,
-    batches: &[crate::inflight::Batch],
-) -> Result<()> {
-    let mut first = Ok(());
-    for b in batches {
-        let r = write_runs(vol, b, IoCause::UserData);
-        let err = r.as_ref().err().map(|e| format!("data write: {e}"));
-        vol.inflight.done(b, err);
-        if first.is_ok() {
-            first = r;
-        }
-    }
-    first
-}
-
-/// Blocks kept back from every change: room for the checkpoint's node and summary writes.
-const RESERVE_BLOCKS: u64 = 1024;
-
 impl Fs {
-    /// Runs a change under the write lock. Space for `blocks` new blocks (and for rewriting
-    /// every dirty node at the next checkpoint) is checked before anything changes; an I/O
-    /// error, corruption or lack of space met half-way marks the volume failed, so that no
-    /// later checkpoint writes a half-made change (the image keeps its last checkpoint).
-    pub(crate) fn changing<T>(
-        &self,
-        blocks: u64,
-        f: impl FnOnce(&mut WriteState) -> Result<T>,
-    ) -> Result<T> {
-        let mut ws = self.ws()?;
-        let user = ws.head.user_block_count.get();
-        if ws.valid_blocks + blocks > user {
-            return Err(Error::NoSpace);
-        }
-        let short = |ws: &WriteState| {
-            let dirty = self.vol().nodes.dirty_count() as u64;
-            blocks + dirty + RESERVE_BLOCKS > ws.segs.writable_blocks()
-        };
-        let room_for_nodes = |ws: &WriteState| {
-            self.vol().nodes.dirty_count() as u64 + RESERVE_BLOCKS / 2 <= ws.segs.writable_blocks()
-        };
-        if short(&ws)
-            && (!ws.segs.prefree.is_empty() || ws.pending.is_some())
-            && room_for_nodes(&ws)
-        {
-            // Segments emptied since the last checkpoint are free after the next one (and
-            // those of a checkpoint being written once it lands): write it, then look again.
-            ws.checkpoint_requests += 1;
-            write_checkpoint(self.vol(), &mut ws, false)?;
-        }
-        if short(&ws) {
-            return Err(Error::NoSpace);
-        }
-        self.vol()
-            .change_seq
-            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        let r = f(&mut ws);
-        if let Err(e) = &r {
-            if matches!(e, Error::Io { .. } | Error::Corrupt(_) | Error::NoSpace) {
-                ws.failed = Some(e.to_string());
-            }
-        }
-        // The dirty-node budget's checkpoint: prepared now, with the change complete (it
-        // writes the change's data first), written below without the lock.
-        let checkpoint = if r.is_ok() && std::mem::take(&mut ws.checkpoint_wanted) {
-            ws.checkpoint_requests += 1;
-            Some(prepare(self.vol(), &mut ws, false))
-        } else {
-            None
-        };
-        let batches = std::mem::take(&mut ws.deferred);
-        drop(ws);
-        // The data goes to the device without the write lock: other changes, checkpoints
-        // excepted, proceed meanwhile (a checkpoint waits for these blocks to land).
-        let written = write_batches(self.vol(), &batches);
-        let checkpointed = match checkpoint {
-            None => Ok(()),
-            Some(prepared) => prepared.and_then(|w| self.write_prepared(w)),
-        };
-        r.and_then(|t| written.and(checkpointed).map(|()| t))
-    }
-
     /// Under the write lock, before anything changes: `ino`, a node id the kernel holds, may
     /// have been freed since it was looked up (unlinked or renamed over by another process
     /// while not open). That is `NotFound` (ENOENT) for this request, not a corrupt image
@@ -261,7 +73,7 @@ impl Fs {
     /// nodes, xattrs): its next fsync writes a checkpoint, and this change counts as one to
     /// `ino` for merging, even when its inode block is not edited.
     pub(crate) fn needs_checkpoint(&self, ws: &mut WriteState, ino: u32) {
-        ws.needs_cp.insert(ino);
+        ws.sync.needs_cp.insert(ino);
         self.note_change(ino);
     }
 
@@ -302,7 +114,7 @@ impl Fs {
     /// memory budget (`changing` writes it once the change is complete).
     fn maybe_checkpoint(&self, ws: &mut WriteState) -> Result<()> {
         if self.vol().nodes.dirty_count() > DIRTY_NODE_BUDGET {
-            ws.checkpoint_wanted = true;
+            ws.cp.wanted = true;
         }
         Ok(())
     }
@@ -413,10 +225,10 @@ impl Fs {
         check_name(name)?;
         let xattrs = xattrs
             .iter()
-            .map(|(n, v)| crate::xattr_write::prepare(n, Some(v)))
+            .map(|(n, v)| crate::ns::xattr_write::prepare(n, Some(v)))
             .collect::<Result<Vec<_>>>()?;
         // Checked before anything changes (the inline area is not counted: conservative).
-        if crate::xattr_write::encoded_len(&xattrs) + 4 > uf2fs_format::xattr::XATTR_NODE_DATA {
+        if crate::ns::xattr_write::encoded_len(&xattrs) + 4 > uf2fs_format::xattr::XATTR_NODE_DATA {
             return Err(Error::NoRoom(
                 "the new inode's xattrs do not fit in an xattr node",
             ));
@@ -435,7 +247,7 @@ impl Fs {
         parent: u32,
         name: &[u8],
         a: NewInode,
-        xattrs: &[crate::xattr_write::XattrChange],
+        xattrs: &[crate::ns::xattr_write::XattrChange],
     ) -> Result<u32> {
         check_name(name)?;
         let pdir = self.inode(parent)?;
@@ -458,10 +270,10 @@ impl Fs {
                 block_addr: NEW_ADDR,
             },
         )?;
-        ws.valid_nodes += 1;
-        ws.valid_inodes += 1;
-        ws.valid_blocks += 1;
-        ws.born.insert(nid);
+        ws.counts.valid_nodes += 1;
+        ws.counts.valid_inodes += 1;
+        ws.counts.valid_blocks += 1;
+        ws.sync.born.insert(nid);
         self.commit(e)?;
         if ft == FileType::Directory && !self.vol().options.inline_dentry {
             // noinline_dentry: the new directory's '.' and '..' go to dentry block 0.
@@ -474,7 +286,7 @@ impl Fs {
             self.adjust_links(parent, 1)?;
         }
         for x in xattrs {
-            self.apply_xattr(ws, nid, x, crate::xattr_write::XATTR_CREATE)?;
+            self.apply_xattr(ws, nid, x, crate::ns::xattr_write::XATTR_CREATE)?;
         }
         Ok(nid)
     }
@@ -677,7 +489,7 @@ impl Fs {
             links.push((nid, index, addr));
             writes.insert(addr, *data);
         }
-        ws.data_since_flush = true;
+        ws.sync.data_since_flush = true;
         // Readers find the blocks in memory from now on; the change's caller writes them
         // once the write lock is let go (`changing`), or a checkpoint does first. This comes
         // before the blocks are linked: `set_addr` on a dnode puts it in the node cache at
@@ -690,7 +502,7 @@ impl Fs {
             let old = self.set_addr(e, nid, index, addr)?;
             if old == NULL_ADDR || old == NEW_ADDR {
                 if old == NULL_ADDR {
-                    ws.valid_blocks += 1;
+                    ws.counts.valid_blocks += 1;
                     e.add_blocks(1);
                 }
             } else {
@@ -818,8 +630,8 @@ impl Fs {
             },
         )?;
         v.nodes.put_dirty(nid, b, node_log(is_dir, dnode))?;
-        ws.valid_nodes += 1;
-        ws.valid_blocks += 1;
+        ws.counts.valid_nodes += 1;
+        ws.counts.valid_blocks += 1;
         e.add_blocks(1);
         Ok(nid)
     }

@@ -5,8 +5,8 @@
 //! of looping. Addresses are checked to be in the main area; NEW_ADDR reads as a hole.
 
 use crate::error::Result;
-use crate::fs::{Extent, Vol};
 use crate::node::Expect;
+use crate::vol::{Extent, Vol};
 use uf2fs_format::inode::Inode;
 use uf2fs_format::node::{entry, ofs, ADDRS_PER_BLOCK, NIDS_PER_BLOCK};
 use uf2fs_format::{Block, CorruptKind, NEW_ADDR, NULL_ADDR};

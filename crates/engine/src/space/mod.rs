@@ -12,6 +12,8 @@
 //! holes, so no block the last checkpoint still needs can be overwritten.
 
 use crate::error::{Error, Result};
+
+pub(crate) mod sit;
 use std::collections::BTreeSet;
 use uf2fs_format::checkpoint::Checkpoint;
 use uf2fs_format::sit::SitEntry;
@@ -52,7 +54,7 @@ pub(crate) struct Curseg {
     pub sum: Vec<RawSummary>,
 }
 
-pub(crate) struct Segments {
+pub(crate) struct Space {
     layout: Layout,
     pub entries: Vec<SitEntry>,
     /// SIT entries changed since the last checkpoint (or in the journal at mount).
@@ -67,12 +69,14 @@ pub(crate) struct Segments {
     /// Main segments with no valid block (free, prefree or an empty log), kept as blocks
     /// come and go so that the space check before every change costs nothing.
     empty: u32,
-    /// Segments that hold the roll-forward chain being recovered: not handed out before the
+    /// Space that hold the roll-forward chain being recovered: not handed out before the
     /// recovery's checkpoint is durable (cleared with `prefree`).
     pub reserved: BTreeSet<u32>,
     /// SSA blocks of segments that are not logs, changed by recovery; written at the next
     /// checkpoint.
     pub patched: std::collections::BTreeMap<u32, Box<Block>>,
+    /// Which copy (0/1 bit per SIT block) holds each SIT block as of the last checkpoint.
+    pub sit_bitmap: Vec<u8>,
 }
 
 fn bit(map: &[u8; 64], off: usize) -> bool {
@@ -80,7 +84,7 @@ fn bit(map: &[u8; 64], off: usize) -> bool {
         .is_some_and(|b| b & (0x80 >> (off % 8)) != 0)
 }
 
-impl Segments {
+impl Space {
     /// Segment state from the SIT (journal applied) and the checkpoint's logs and summaries.
     pub fn new(
         layout: Layout,
@@ -88,7 +92,7 @@ impl Segments {
         journal: &[u32],
         cp: &Checkpoint,
         sums: [Vec<RawSummary>; 6],
-    ) -> Segments {
+    ) -> Space {
         let cursegs = cp
             .cursegs
             .iter()
@@ -105,7 +109,7 @@ impl Segments {
             .take(layout.main_segments as usize)
             .filter(|e| e.valid_blocks == 0)
             .count() as u32;
-        Segments {
+        Space {
             empty,
             layout,
             entries,
@@ -116,6 +120,7 @@ impl Segments {
             now: cp.head.elapsed_time.get(),
             reserved: BTreeSet::new(),
             patched: std::collections::BTreeMap::new(),
+            sit_bitmap: cp.sit_bitmap.clone(),
         }
     }
 

@@ -16,7 +16,7 @@ pub struct SegmentUsage {
     pub segments_by_type: [u32; 6],
     pub free_segments: u32,
     pub full_segments: u32,
-    /// Segments with some but not all blocks valid (GC candidates).
+    /// Space with some but not all blocks valid (GC candidates).
     pub dirty_segments: u32,
     pub valid_blocks: u64,
 }

@@ -24,16 +24,16 @@
 //!
 //! nat_bits are never written; the flag is cleared (FORMAT-NOTES: the simplest correct choice).
 
+use crate::data::{land, runs};
+use crate::durability::state::{chain_version, IoDone, Pending};
 use crate::error::{Error, Result};
-use crate::fs::Vol;
-use crate::segment::{Log, Segments};
-use std::collections::{BTreeMap, BTreeSet, HashSet};
-use std::sync::{Arc, Condvar, Mutex};
-use std::time::Instant;
+use crate::space::{Log, Space};
+use crate::state::WriteState;
+use crate::vol::Vol;
+use std::collections::BTreeMap;
+use std::sync::Arc;
 use uf2fs_device::IoCause;
-use uf2fs_format::checkpoint::{
-    flags, RawCheckpoint, CP_CHECKSUM_OFFSET, CP_HEAD_SIZE, ORPHANS_PER_BLOCK,
-};
+use uf2fs_format::checkpoint::{flags, CP_CHECKSUM_OFFSET, CP_HEAD_SIZE, ORPHANS_PER_BLOCK};
 use uf2fs_format::crc::{f2fs_crc32, F2FS_SUPER_MAGIC};
 use uf2fs_format::inode::{checksum_seed, compute_checksum, inline_flags, I_ADDR_OFFSET};
 use uf2fs_format::nat::{NatEntry, NAT_JOURNAL_ENTRIES};
@@ -46,132 +46,12 @@ use uf2fs_format::superblock::feature;
 use uf2fs_format::{Block, BLOCKS_PER_SEG, BLOCK_SIZE};
 use zerocopy::IntoBytes;
 
-/// The writable side of a mounted volume: everything a checkpoint records.
-pub(crate) struct WriteState {
-    pub segs: Segments,
-    /// Version and pack (1 or 2) of the last durable checkpoint.
-    pub version: u64,
-    pub pack: u8,
-    pub sit_bitmap: Vec<u8>,
-    pub head: RawCheckpoint,
-    pub valid_blocks: u64,
-    pub valid_nodes: u32,
-    pub valid_inodes: u32,
-    pub orphans: Vec<u32>,
-    /// Inodes held open (counts), whose last unlink makes them orphans instead of freeing.
-    pub held: std::collections::HashMap<u32, u32>,
-    pub mounted_at: Instant,
-    /// Checkpoints written since mount.
-    pub checkpoints: u64,
-    /// Checkpoints asked for since mount (each sync, fsync or unmount, and the budget).
-    pub checkpoint_requests: u64,
-    /// Set when a change failed half-way: the in-memory state may not be consistent, so no
-    /// further change or checkpoint is made; the image stays at its last checkpoint.
-    pub failed: Option<String>,
-    /// CRC of the last durable checkpoint block (in node footers under CRC_RECOVERY).
-    pub cp_crc: u32,
-    /// Inodes made since the last checkpoint: their directory entry is in no checkpoint, so
-    /// the first fsync that writes them marks them for dentry recovery (DENT).
-    pub born: HashSet<u32>,
-    /// Inodes written by an fsync since the last checkpoint (their DENT mark is out).
-    pub fsynced: HashSet<u32>,
-    /// Inodes whose next fsync needs a checkpoint: renamed, linked or unlinked, truncated or
-    /// punched, xattrs changed since the last checkpoint (what roll-forward cannot replay).
-    pub needs_cp: HashSet<u32>,
-    pub fsync_stats: FsyncStats,
-    /// Data blocks were written since the last device flush (an fsync flushes them before
-    /// its nodes, so that a replayed node never points at data that did not land).
-    pub data_since_flush: bool,
-    /// The change sequence number the last checkpoint began at: every change up to it is in
-    /// that checkpoint.
-    pub covered_seq: u64,
-    /// Data blocks of the running change, linked but not yet written (see `inflight.rs`).
-    pub deferred: Vec<crate::inflight::Batch>,
-    /// The checkpoint whose blocks are being written without the write lock, if any.
-    pub pending: Option<Pending>,
-    /// The running change passed the dirty-node budget: a checkpoint follows it.
-    pub checkpoint_wanted: bool,
-}
-
-/// A checkpoint prepared under the write lock whose blocks are (being) written without it,
-/// and what becomes true once it is durable.
-pub(crate) struct Pending {
-    pub io: Arc<IoDone>,
-    version: u64,
-    pack: u8,
-    head: RawCheckpoint,
-    crc: u32,
-    /// The change sequence number when it was prepared: every change up to it is in it.
-    start_seq: u64,
-    /// Segments prefree (or reserved) when it was prepared: free once it is durable. Those
-    /// emptied since stay held back until the next one.
-    prefree: BTreeSet<u32>,
-    reserved: BTreeSet<u32>,
-    /// The dirty nodes it writes: they stay dirty (where readers find them) until it lands.
-    nodes: BTreeMap<u32, (Arc<Block>, Log)>,
-}
-
-/// The outcome of a checkpoint's writes, for whoever waits on it.
-#[derive(Default)]
-pub(crate) struct IoDone {
-    result: Mutex<Option<std::result::Result<(), String>>>,
-    cv: Condvar,
-}
-
-impl IoDone {
-    fn finish(&self, r: std::result::Result<(), String>) {
-        let mut g = self.result.lock().unwrap_or_else(|p| p.into_inner());
-        *g = Some(r);
-        drop(g);
-        self.cv.notify_all();
-    }
-
-    /// Waits until the writes are done; their outcome.
-    pub fn wait(&self) -> std::result::Result<(), String> {
-        let mut g = self.result.lock().unwrap_or_else(|p| p.into_inner());
-        loop {
-            if let Some(r) = &*g {
-                return r.clone();
-            }
-            g = self.cv.wait(g).unwrap_or_else(|p| p.into_inner());
-        }
-    }
-}
-
 /// What a checkpoint writes, in order: everything but the pack's trailing block, a flush,
 /// that block, a flush.
 pub(crate) struct CheckpointWrites {
     io: Arc<IoDone>,
     body: Vec<(u64, Vec<u8>, IoCause, &'static str)>,
     trailing: (u64, Block),
-}
-
-/// How fsyncs were served since mount.
-#[derive(Debug, Clone, Copy, Default, serde::Serialize)]
-pub struct FsyncStats {
-    /// fsync and fdatasync calls (files and directories).
-    pub requests: u64,
-    /// Served by writing the file's direct nodes to the roll-forward chain.
-    pub by_node_chain: u64,
-    /// Served by a checkpoint (a directory, hard links, a rename... or fsync_mode=strict).
-    pub by_checkpoint: u64,
-    /// Node blocks written to the roll-forward chain.
-    pub chain_blocks: u64,
-    /// Checkpoint requests that a checkpoint started after them served (merging).
-    pub merged: u64,
-}
-
-/// What recovery did at mount.
-#[derive(Debug, Clone, Copy, Default, serde::Serialize)]
-pub struct RecoveryStats {
-    /// Node blocks of the chain after the last checkpoint.
-    pub chain_blocks: u64,
-    /// Inodes whose fsync'd state was replayed.
-    pub inodes: u64,
-    /// Directory entries made for fsync'd new files.
-    pub dentries: u64,
-    /// Block pointers replayed.
-    pub addresses: u64,
 }
 
 fn put(b: &mut [u8], at: usize, bytes: &[u8]) {
@@ -185,28 +65,6 @@ fn summaries_bytes(sum: &[RawSummary], n: usize) -> Vec<u8> {
         .take(n)
         .flat_map(|s| s.as_bytes().to_vec())
         .collect()
-}
-
-impl WriteState {
-    fn elapsed(&self) -> u64 {
-        self.head.elapsed_time.get() + self.mounted_at.elapsed().as_secs()
-    }
-
-    /// What a node written now carries in its footer's cp_ver: the last checkpoint's version,
-    /// with its CRC in the high half when that checkpoint has CRC_RECOVERY (as Linux writes
-    /// it; roll-forward recovery takes only nodes whose cp_ver matches).
-    pub fn footer_version(&self) -> u64 {
-        chain_version(self.version, self.cp_crc, self.head.ckpt_flags.get())
-    }
-}
-
-/// The cp_ver that nodes of the roll-forward chain after a checkpoint carry.
-pub(crate) fn chain_version(version: u64, crc: u32, cp_flags: u32) -> u64 {
-    if cp_flags & flags::CRC_RECOVERY != 0 {
-        (version & 0xFFFF_FFFF) | (u64::from(crc) << 32)
-    } else {
-        version
-    }
 }
 
 /// Whether a node footer's cp_ver belongs to the chain after the checkpoint (the kernel's
@@ -247,7 +105,7 @@ pub(crate) fn write_checkpoint(vol: &Vol, ws: &mut WriteState, umount: bool) -> 
 
 /// Step 1 to 3 of a checkpoint under the write lock: the last one settled, every data block
 /// landed, every block of this one decided. The caller writes them (`CheckpointWrites::run`)
-/// and then settles (`settle_this`); until then this checkpoint is `ws.pending`.
+/// and then settles (`settle_this`); until then this checkpoint is `ws.cp.pending`.
 pub(crate) fn prepare(vol: &Vol, ws: &mut WriteState, umount: bool) -> Result<CheckpointWrites> {
     settle(vol, ws)?;
     if let Some(why) = &ws.failed {
@@ -255,7 +113,7 @@ pub(crate) fn prepare(vol: &Vol, ws: &mut WriteState, umount: bool) -> Result<Ch
             "no checkpoint after a failed change ({why}); the image keeps its last checkpoint"
         )));
     }
-    let r = land_data(vol, ws).and_then(|()| build(vol, ws, umount));
+    let r = land(&*vol.dev, &vol.inflight, &mut ws.deferred).and_then(|()| build(vol, ws, umount));
     if let Err(e) = &r {
         ws.failed = Some(format!("checkpoint: {e}"));
     }
@@ -265,7 +123,7 @@ pub(crate) fn prepare(vol: &Vol, ws: &mut WriteState, umount: bool) -> Result<Ch
 /// Waits for the pending checkpoint's writes, if any, and applies step 4 (or, if they
 /// failed, stops the volume).
 pub(crate) fn settle(vol: &Vol, ws: &mut WriteState) -> Result<()> {
-    let Some(p) = ws.pending.take() else {
+    let Some(p) = ws.cp.pending.take() else {
         return Ok(());
     };
     if let Err(why) = p.io.wait() {
@@ -274,21 +132,26 @@ pub(crate) fn settle(vol: &Vol, ws: &mut WriteState) -> Result<()> {
             "a checkpoint failed ({why}); the image keeps the one before"
         )));
     }
-    ws.version = p.version;
-    ws.pack = p.pack;
-    ws.head = p.head;
-    ws.cp_crc = p.crc;
+    ws.cp.version = p.version;
+    ws.cp.pack = p.pack;
+    ws.cp.head = p.head;
+    ws.cp.crc = p.crc;
     ws.segs.prefree.retain(|s| !p.prefree.contains(s));
     ws.segs.reserved.retain(|s| !p.reserved.contains(s));
-    ws.covered_seq = p.start_seq;
-    ws.checkpoints += 1;
+    ws.cp.covered_seq = p.start_seq;
+    ws.cp.written += 1;
     vol.nodes.written(&p.nodes);
     vol.nat.checkpoint_done()
 }
 
 /// Settles the checkpoint whose writes `io` reports, if no one has yet; its outcome.
 pub(crate) fn settle_this(vol: &Vol, ws: &mut WriteState, io: &Arc<IoDone>) -> Result<()> {
-    if ws.pending.as_ref().is_some_and(|p| Arc::ptr_eq(&p.io, io)) {
+    if ws
+        .cp
+        .pending
+        .as_ref()
+        .is_some_and(|p| Arc::ptr_eq(&p.io, io))
+    {
         return settle(vol, ws);
     }
     io.wait().map_err(|why| {
@@ -326,30 +189,17 @@ impl CheckpointWrites {
     }
 }
 
-/// Writes the running change's data blocks and waits for every change's to land: nothing may
-/// make durable a pointer to a block that is not on the device yet.
-pub(crate) fn land_data(vol: &Vol, ws: &mut WriteState) -> Result<()> {
-    let mine = std::mem::take(&mut ws.deferred);
-    crate::write::write_batches(vol, &mine)?;
-    match vol.inflight.wait_all() {
-        Some(why) => Err(Error::ReadOnly(format!(
-            "a data write failed ({why}); the image keeps its last checkpoint"
-        ))),
-        None => Ok(()),
-    }
-}
-
 fn build(vol: &Vol, ws: &mut WriteState, umount: bool) -> Result<CheckpointWrites> {
     let start_seq = vol.change_seq.load(std::sync::atomic::Ordering::SeqCst);
     let mut body: Vec<(u64, Vec<u8>, IoCause, &'static str)> = Vec::new();
-    ws.segs.now = ws.elapsed();
+    ws.segs.now = ws.cp.elapsed();
     // 1. Nodes, out of place.
     let dirty = vol.nodes.dirty_snapshot()?;
     // These nodes belong to the checkpoint being written: their cp_ver is its (plain)
     // version, which never matches the chain rule of the last one. So if this checkpoint
     // does not land, they end the roll-forward chain instead of extending it (Linux would
     // replay chain nodes of an fsync'd file even without the FSYNC mark).
-    let writes = write_nodes(vol, ws, &dirty, ws.version.wrapping_add(1), |_, _| 0)?;
+    let writes = write_nodes(vol, ws, &dirty, ws.cp.version.wrapping_add(1), |_, _| 0)?;
     for (start, run) in runs(&writes) {
         body.push((u64::from(start), run, IoCause::Node, "node blocks"));
     }
@@ -374,13 +224,13 @@ fn build(vol: &Vol, ws: &mut WriteState, umount: bool) -> Result<CheckpointWrite
     }
     let sit_journal = flush_sit(vol, ws, &mut body)?;
     // 3. The pack.
-    let version = ws.version + 1;
-    let mut h = ws.head.clone();
+    let version = ws.cp.version + 1;
+    let mut h = ws.cp.head.clone();
     h.checkpoint_ver.set(version);
-    h.valid_block_count.set(ws.valid_blocks);
+    h.valid_block_count.set(ws.counts.valid_blocks);
     h.free_segment_count.set(ws.segs.free_count());
-    h.valid_node_count.set(ws.valid_nodes);
-    h.valid_inode_count.set(ws.valid_inodes);
+    h.valid_node_count.set(ws.counts.valid_nodes);
+    h.valid_inode_count.set(ws.counts.valid_inodes);
     h.elapsed_time.set(ws.segs.now);
     let mut alloc = [0u8; 16];
     for (i, c) in ws.segs.cursegs.iter().enumerate() {
@@ -422,7 +272,7 @@ fn build(vol: &Vol, ws: &mut WriteState, umount: bool) -> Result<CheckpointWrite
     } else {
         normal_data(ws, &nat_journal, &sit_journal)
     };
-    let orphan_blocks = ws.orphans.len().div_ceil(ORPHANS_PER_BLOCK);
+    let orphan_blocks = ws.orphans.list.len().div_ceil(ORPHANS_PER_BLOCK);
     let payload = vol.sb.cp_payload() as usize;
     let node_sums = if umount { 3 } else { 0 };
     let total = 1 + payload + orphan_blocks + data_sums.len() + node_sums + 1;
@@ -453,11 +303,15 @@ fn build(vol: &Vol, ws: &mut WriteState, umount: bool) -> Result<CheckpointWrite
     put(&mut cpb, 0, h.as_bytes());
     let mut payload_blocks = vec![[0u8; BLOCK_SIZE]; payload];
     if payload == 0 {
-        put(&mut cpb, CP_HEAD_SIZE, &ws.sit_bitmap);
-        put(&mut cpb, CP_HEAD_SIZE + ws.sit_bitmap.len(), &nat_bitmap);
+        put(&mut cpb, CP_HEAD_SIZE, &ws.segs.sit_bitmap);
+        put(
+            &mut cpb,
+            CP_HEAD_SIZE + ws.segs.sit_bitmap.len(),
+            &nat_bitmap,
+        );
     } else {
         put(&mut cpb, CP_HEAD_SIZE, &nat_bitmap);
-        for (i, chunk) in ws.sit_bitmap.chunks(BLOCK_SIZE).enumerate() {
+        for (i, chunk) in ws.segs.sit_bitmap.chunks(BLOCK_SIZE).enumerate() {
             if let Some(p) = payload_blocks.get_mut(i) {
                 put(p, 0, chunk);
             }
@@ -468,7 +322,7 @@ fn build(vol: &Vol, ws: &mut WriteState, umount: bool) -> Result<CheckpointWrite
         cpb.get(..CP_CHECKSUM_OFFSET as usize).unwrap_or(&[]),
     );
     put(&mut cpb, CP_CHECKSUM_OFFSET as usize, &crc.to_le_bytes());
-    let pack = if ws.pack == 1 { 2 } else { 1 };
+    let pack = if ws.cp.pack == 1 { 2 } else { 1 };
     let start = u64::from(vol.layout.cp)
         + if pack == 2 {
             u64::from(BLOCKS_PER_SEG)
@@ -477,7 +331,7 @@ fn build(vol: &Vol, ws: &mut WriteState, umount: bool) -> Result<CheckpointWrite
         };
     let mut blocks: Vec<Block> = vec![cpb];
     blocks.extend(payload_blocks);
-    for (i, chunk) in ws.orphans.chunks(ORPHANS_PER_BLOCK).enumerate() {
+    for (i, chunk) in ws.orphans.list.chunks(ORPHANS_PER_BLOCK).enumerate() {
         let mut b = [0u8; BLOCK_SIZE];
         for (k, ino) in chunk.iter().enumerate() {
             put(&mut b, k * 4, &ino.to_le_bytes());
@@ -503,13 +357,9 @@ fn build(vol: &Vol, ws: &mut WriteState, umount: bool) -> Result<CheckpointWrite
     if let Ok(mut l) = vol.last_change.lock() {
         l.clear();
     }
-    ws.born.clear();
-    ws.fsynced.clear();
-    ws.needs_cp.clear();
-    // The flush before the trailing block covers every data block landed so far.
-    ws.data_since_flush = false;
+    ws.sync.checkpointed();
     let io = Arc::new(IoDone::default());
-    ws.pending = Some(Pending {
+    ws.cp.pending = Some(Pending {
         io: io.clone(),
         version,
         pack,
@@ -568,39 +418,13 @@ pub(crate) fn write_nodes(
     Ok(writes)
 }
 
-/// Blocks by address as runs of contiguous addresses (1 MiB at most each): (start, bytes).
-fn runs(writes: &BTreeMap<u32, Block>) -> Vec<(u32, Vec<u8>)> {
-    let mut out: Vec<(u32, Vec<u8>)> = Vec::new();
-    let mut last: Option<u32> = None;
-    for (addr, b) in writes {
-        match out.last_mut() {
-            Some((_, run)) if last.is_some_and(|l| l + 1 == *addr) && run.len() < (1 << 20) => {
-                run.extend_from_slice(b);
-            }
-            _ => out.push((*addr, b.to_vec())),
-        }
-        last = Some(*addr);
-    }
-    out
-}
-
-/// Writes blocks in runs of contiguous addresses, one request each.
-pub(crate) fn write_runs(vol: &Vol, writes: &BTreeMap<u32, Block>, cause: IoCause) -> Result<()> {
-    for (start, run) in runs(writes) {
-        vol.dev
-            .write_blocks(u64::from(start), &run, cause)
-            .map_err(|e| Error::io(format!("blocks at {start}"), e))?;
-    }
-    Ok(())
-}
-
 /// Changed SIT entries: the journal if they fit, else their whole blocks to the other copy.
 fn flush_sit(
     vol: &Vol,
     ws: &mut WriteState,
     body: &mut Vec<(u64, Vec<u8>, IoCause, &'static str)>,
 ) -> Result<Vec<(u32, [u8; 74])>> {
-    let encode = |segs: &Segments, segno: u32| -> [u8; 74] {
+    let encode = |segs: &Space, segno: u32| -> [u8; 74] {
         let mut e = [0u8; 74];
         if let Some(s) = segs.entries.get(segno as usize) {
             put(
@@ -631,10 +455,10 @@ fn flush_sit(
                 put(&mut b, k as usize * 74, &encode(&ws.segs, segno));
             }
         }
-        if let Some(v) = ws.sit_bitmap.get_mut(index as usize / 8) {
+        if let Some(v) = ws.segs.sit_bitmap.get_mut(index as usize / 8) {
             *v ^= 0x80 >> (index % 8);
         }
-        let addr = sit_block_addr(&vol.layout, &ws.sit_bitmap, index);
+        let addr = sit_block_addr(&vol.layout, &ws.segs.sit_bitmap, index);
         body.push((addr, b.to_vec(), IoCause::Checkpoint, "SIT block"));
     }
     ws.segs.dirty.clear();
@@ -724,14 +548,4 @@ fn normal_data(ws: &WriteState, nat: &[(u32, NatEntry)], sit: &[(u32, [u8; 74])]
             b
         })
         .collect()
-}
-
-/// Log of a node: directory inodes and dnodes hot, file inodes/dnodes/xattr nodes warm,
-/// indirect nodes cold (as Linux 6.1 places them).
-pub(crate) fn node_log(is_dir: bool, is_dnode: bool) -> Log {
-    match (is_dnode, is_dir) {
-        (false, _) => Log::ColdNode,
-        (true, true) => Log::HotNode,
-        (true, false) => Log::WarmNode,
-    }
 }

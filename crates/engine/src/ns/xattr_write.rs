@@ -3,8 +3,8 @@
 //! when first needed and freed when the list fits inline again.
 
 use crate::error::{Error, Result};
-use crate::fs::Fs;
-use crate::segment::Log;
+use crate::space::Log;
+use crate::vol::Fs;
 use uf2fs_format::node::{FOOTER_OFFSET, XATTR_NODE_OFFSET};
 use uf2fs_format::xattr::{acl_from_xattr, encode, index, split_name, Xattr, XATTR_NODE_DATA};
 use uf2fs_format::BLOCK_SIZE;
@@ -35,7 +35,7 @@ impl Fs {
     /// Sets or removes one xattr of `ino` inside a running change.
     pub(crate) fn apply_xattr(
         &self,
-        ws: &mut crate::checkpoint::WriteState,
+        ws: &mut crate::state::WriteState,
         ino: u32,
         x: &XattrChange,
         flags: u32,
@@ -125,7 +125,7 @@ impl Fs {
             self.free_node_of(ws, &mut e, xnid)?;
             e.set_u32(76, 0);
         }
-        e.inode = crate::write::reparse(self, ino, &mut e.block)?;
+        e.inode = crate::ns::edit::reparse(self, ino, &mut e.block)?;
         e.touch(false);
         self.commit(e)
     }

@@ -4,9 +4,9 @@
 //! '..' entry and both parents' link counts updated; the moved inode's i_pino and i_name
 //! follow (roll-forward recovery reads them).
 
-use crate::delete::Found;
 use crate::error::{Error, Result};
-use crate::fs::Fs;
+use crate::ns::delete::Found;
+use crate::vol::Fs;
 use uf2fs_format::dentry::DIR_ENTRY_SIZE;
 use uf2fs_format::inode::{FileType, MAX_NAME_LEN};
 
@@ -18,7 +18,7 @@ impl Fs {
     /// Points an existing entry at another inode (and type).
     fn retarget(
         &self,
-        ws: &mut crate::checkpoint::WriteState,
+        ws: &mut crate::state::WriteState,
         dir: u32,
         f: &Found,
         ino: u32,
@@ -93,7 +93,7 @@ impl Fs {
         new_parent: u32,
         new_name: &[u8],
         flags: u32,
-        whiteout: crate::write::NewInode,
+        whiteout: crate::ns::write::NewInode,
     ) -> Result<()> {
         if flags & RENAME_EXCHANGE != 0 {
             return Err(Error::InvalidArgument("a whiteout rename cannot exchange"));
@@ -120,7 +120,7 @@ impl Fs {
                 "unknown or conflicting rename flags",
             ));
         }
-        crate::write::check_name(new_name)?;
+        crate::ns::write::check_name(new_name)?;
         if old_name == b"." || old_name == b".." {
             return Err(Error::InvalidArgument("cannot rename '.' or '..'"));
         }
@@ -129,7 +129,7 @@ impl Fs {
 
     fn rename_in(
         &self,
-        ws: &mut crate::checkpoint::WriteState,
+        ws: &mut crate::state::WriteState,
         old_parent: u32,
         old_name: &[u8],
         new_parent: u32,
@@ -235,12 +235,7 @@ impl Fs {
     }
 
     /// Points directory `dir`'s '..' at `parent`.
-    fn set_dotdot(
-        &self,
-        ws: &mut crate::checkpoint::WriteState,
-        dir: u32,
-        parent: u32,
-    ) -> Result<()> {
+    fn set_dotdot(&self, ws: &mut crate::state::WriteState, dir: u32, parent: u32) -> Result<()> {
         let d = self.inode(dir)?;
         let f = self.find_entry(&d, b"..")?;
         self.retarget(ws, dir, &f, parent, FileType::Directory)

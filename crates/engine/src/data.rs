@@ -4,9 +4,13 @@
 //! overlap their device I/O. Until a block lands, readers take it from here; a checkpoint or an
 //! fsync, which must not make a pointer durable before the block it points to, first waits until
 //! nothing is in flight. See "Requests and locking" in docs/design.md.
+//!
+//! Also here: writing blocks as runs of contiguous addresses, one device request each.
 
+use crate::error::{Error, Result};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use uf2fs_device::{BlockDevice, IoCause};
 use uf2fs_format::Block;
 
 /// One change's data blocks by address.
@@ -85,4 +89,71 @@ impl Inflight {
     pub fn failure(&self) -> Option<String> {
         self.lock().failure.clone()
     }
+}
+
+/// Writes batches of data blocks made by a change and lets readers go to the device for them
+/// again. A failure is also kept in `inflight`, where the next change or checkpoint finds it
+/// and stops: the image keeps its last checkpoint.
+pub(crate) fn write_batches(
+    dev: &dyn BlockDevice,
+    inflight: &Inflight,
+    batches: &[Batch],
+    cause: IoCause,
+) -> Result<()> {
+    let mut first = Ok(());
+    for b in batches {
+        let r = write_runs(dev, b, cause);
+        let err = r.as_ref().err().map(|e| format!("data write: {e}"));
+        inflight.done(b, err);
+        if first.is_ok() {
+            first = r;
+        }
+    }
+    first
+}
+
+/// Writes `deferred` (the running change's data blocks) and waits for every change's to
+/// land: nothing may make durable a pointer to a block that is not on the device yet.
+pub(crate) fn land(
+    dev: &dyn BlockDevice,
+    inflight: &Inflight,
+    deferred: &mut Vec<Batch>,
+) -> Result<()> {
+    let mine = std::mem::take(deferred);
+    write_batches(dev, inflight, &mine, IoCause::UserData)?;
+    match inflight.wait_all() {
+        Some(why) => Err(Error::ReadOnly(format!(
+            "a data write failed ({why}); the image keeps its last checkpoint"
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// Blocks by address as runs of contiguous addresses (1 MiB at most each): (start, bytes).
+pub(crate) fn runs(writes: &BTreeMap<u32, Block>) -> Vec<(u32, Vec<u8>)> {
+    let mut out: Vec<(u32, Vec<u8>)> = Vec::new();
+    let mut last: Option<u32> = None;
+    for (addr, b) in writes {
+        match out.last_mut() {
+            Some((_, run)) if last.is_some_and(|l| l + 1 == *addr) && run.len() < (1 << 20) => {
+                run.extend_from_slice(b);
+            }
+            _ => out.push((*addr, b.to_vec())),
+        }
+        last = Some(*addr);
+    }
+    out
+}
+
+/// Writes blocks in runs of contiguous addresses, one request each.
+pub(crate) fn write_runs(
+    dev: &dyn BlockDevice,
+    writes: &BTreeMap<u32, Block>,
+    cause: IoCause,
+) -> Result<()> {
+    for (start, run) in runs(writes) {
+        dev.write_blocks(u64::from(start), &run, cause)
+            .map_err(|e| Error::io(format!("blocks at {start}"), e))?;
+    }
+    Ok(())
 }

@@ -31,10 +31,12 @@
 //! serves the rest. So at most one checkpoint is in flight and one being gathered, whatever
 //! the number of callers, and changes run while a checkpoint is written.
 
-use crate::checkpoint::{prepare, write_nodes, write_runs, WriteState};
+use crate::data::{land, write_runs};
+use crate::durability::checkpoint::{prepare, write_nodes};
 use crate::error::{Error, Result};
-use crate::fs::{Fs, FsyncMode};
-use crate::segment::Log;
+use crate::space::Log;
+use crate::state::WriteState;
+use crate::vol::{Fs, FsyncMode};
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -55,7 +57,7 @@ impl Fs {
         {
             // A chain written now belongs to the checkpoint being written, if one is: settle it.
             let mut ws = self.ws_settled()?;
-            ws.fsync_stats.requests += 1;
+            ws.sync.stats.requests += 1;
             match self.checkpoint_reason(&ws, ino)? {
                 None => {
                     let r = self.fsync_chain(&mut ws, ino, datasync);
@@ -68,7 +70,7 @@ impl Fs {
                 }
                 Some(why) => {
                     tracing::debug!("fsync of inode {ino} writes a checkpoint: {why}");
-                    ws.fsync_stats.by_checkpoint += 1;
+                    ws.sync.stats.by_checkpoint += 1;
                 }
             }
         }
@@ -92,9 +94,9 @@ impl Fs {
             None => vol.change_seq.load(Ordering::SeqCst),
         };
         let mut ws = self.ws_settled()?;
-        ws.checkpoint_requests += 1;
-        if vol.options.checkpoint_merge && ws.checkpoints > 0 && ws.covered_seq >= need {
-            ws.fsync_stats.merged += 1;
+        ws.cp.requests += 1;
+        if vol.options.checkpoint_merge && ws.cp.written > 0 && ws.cp.covered_seq >= need {
+            ws.sync.stats.merged += 1;
             return Ok(());
         }
         // Prepared under the lock, written without it: changes and reads go on meanwhile,
@@ -112,11 +114,11 @@ impl Fs {
             Some("not a regular file")
         } else if i.links != 1 {
             Some("not exactly one link")
-        } else if ws.needs_cp.contains(&ino) {
+        } else if ws.sync.needs_cp.contains(&ino) {
             Some("renamed, linked, truncated or xattrs changed since the last checkpoint")
-        } else if ws.born.contains(&i.pino) || i.pino == 0 {
+        } else if ws.sync.born.contains(&i.pino) || i.pino == 0 {
             Some("its directory is not in a checkpoint")
-        } else if v.options.fsync_mode == FsyncMode::Strict && ws.born.contains(&ino) {
+        } else if v.options.fsync_mode == FsyncMode::Strict && ws.sync.born.contains(&ino) {
             Some("fsync_mode=strict and its entry is not in a checkpoint")
         } else if ws.segs.writable_blocks() < v.nodes.dirty_count() as u64 * 2 + CHAIN_RESERVE {
             Some("too little room to keep a roll-forward chain")
@@ -131,7 +133,7 @@ impl Fs {
         let barrier = v.options.fsync_mode != FsyncMode::Nobarrier;
         // The file's data written by changes that have let the write lock go may still be
         // on its way to the device: the flush below must come after it.
-        crate::checkpoint::land_data(v, ws)?;
+        land(&*v.dev, &v.inflight, &mut ws.deferred)?;
         let mut dnodes = v.nodes.dirty_of(ino, |nid, f| {
             nid != ino && !is_indirect(u64::from(f.ofs())) && f.ofs() != XATTR_NODE_OFFSET
         })?;
@@ -143,11 +145,11 @@ impl Fs {
             };
             if times_only {
                 // Nothing a read of the data needs is dirty: the data blocks only need to land.
-                if barrier && ws.data_since_flush {
+                if barrier && ws.sync.data_since_flush {
                     v.dev.flush().map_err(|e| Error::io("flush for fsync", e))?;
-                    ws.data_since_flush = false;
+                    ws.sync.data_since_flush = false;
                 }
-                ws.fsync_stats.by_node_chain += 1;
+                ws.sync.stats.by_node_chain += 1;
                 return Ok(());
             }
         }
@@ -162,21 +164,21 @@ impl Fs {
         for (_, log) in dnodes.values_mut().chain(inode.values_mut()) {
             *log = Log::WarmNode;
         }
-        if barrier && ws.data_since_flush {
+        if barrier && ws.sync.data_since_flush {
             v.dev
                 .flush()
                 .map_err(|e| Error::io("flush of data before the fsync's nodes", e))?;
-            ws.data_since_flush = false;
+            ws.sync.data_since_flush = false;
         }
-        let dent = if ws.born.contains(&ino) && !ws.fsynced.contains(&ino) {
+        let dent = if ws.sync.born.contains(&ino) && !ws.sync.fsynced.contains(&ino) {
             DENT_BIT
         } else {
             0
         };
-        let ver = ws.footer_version();
+        let ver = ws.cp.footer_version();
         let mut writes: BTreeMap<u32, Block> = write_nodes(v, ws, &dnodes, ver, |_, _| 0)?;
         writes.extend(write_nodes(v, ws, &inode, ver, |_, _| FSYNC_BIT | dent)?);
-        write_runs(v, &writes, IoCause::Node)?;
+        write_runs(&*v.dev, &writes, IoCause::Node)?;
         v.nodes.written(&dnodes);
         v.nodes.written(&inode);
         if barrier {
@@ -184,9 +186,9 @@ impl Fs {
                 .flush()
                 .map_err(|e| Error::io("flush after the fsync's nodes", e))?;
         }
-        ws.fsynced.insert(ino);
-        ws.fsync_stats.by_node_chain += 1;
-        ws.fsync_stats.chain_blocks += writes.len() as u64;
+        ws.sync.fsynced.insert(ino);
+        ws.sync.stats.by_node_chain += 1;
+        ws.sync.stats.chain_blocks += writes.len() as u64;
         Ok(())
     }
 

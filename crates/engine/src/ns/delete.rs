@@ -3,9 +3,9 @@
 //! next checkpoint); a freed node's NAT entry is cleared with its version bumped and its nid
 //! held back until the next checkpoint; a dirty copy of a freed node is dropped.
 
-use crate::checkpoint::WriteState;
 use crate::error::{Error, Result};
-use crate::fs::Fs;
+use crate::state::WriteState;
+use crate::vol::Fs;
 use std::ops::ControlFlow;
 use uf2fs_format::dentry::{
     inline_geometry, slots_for, DentryArea, DENTRY_BITMAP_SIZE, DENTRY_RESERVED, NR_DENTRY_IN_BLOCK,
@@ -98,7 +98,7 @@ impl Fs {
                     self.write_data_blocks(
                         ws,
                         &mut p,
-                        crate::segment::Log::HotData,
+                        crate::space::Log::HotData,
                         &std::collections::BTreeMap::from([(fblk, b)]),
                     )?;
                 }
@@ -170,14 +170,14 @@ impl Fs {
         let mut ws = self.ws()?;
         // Checked under the lock: once held, an unlink leaves an orphan instead of freeing it.
         self.live(ino)?;
-        *ws.held.entry(ino).or_insert(0) += 1;
+        *ws.orphans.held.entry(ino).or_insert(0) += 1;
         Ok(())
     }
 
     /// Drops one hold of `ino`; an orphan whose last hold goes is freed.
     pub fn release(&self, ino: u32) -> Result<()> {
         self.changing(0, |ws| {
-            let left = match ws.held.get_mut(&ino) {
+            let left = match ws.orphans.held.get_mut(&ino) {
                 Some(n) => {
                     *n -= 1;
                     *n
@@ -189,9 +189,9 @@ impl Fs {
                 }
             };
             if left == 0 {
-                ws.held.remove(&ino);
-                if let Some(i) = ws.orphans.iter().position(|&o| o == ino) {
-                    ws.orphans.remove(i);
+                ws.orphans.held.remove(&ino);
+                if let Some(i) = ws.orphans.list.iter().position(|&o| o == ino) {
+                    ws.orphans.list.remove(i);
                     self.free_inode(ws, ino)?;
                 }
             }
@@ -223,10 +223,10 @@ impl Fs {
         self.needs_checkpoint(ws, ino);
         let mut e = self.edit(ino)?;
         let links = e.links().saturating_sub(1);
-        if links == 0 && ws.held.contains_key(&ino) {
+        if links == 0 && ws.orphans.held.contains_key(&ino) {
             e.set_links(0);
             e.touch(false);
-            ws.orphans.push(ino);
+            ws.orphans.list.push(ino);
             return self.commit(e);
         }
         if links == 0 {
@@ -240,13 +240,13 @@ impl Fs {
     /// An empty directory loses its name: it is freed, or, while open, kept with no links
     /// as an orphan until its last release (as Linux keeps it, so that fstat still works).
     pub(crate) fn drop_dir(&self, ws: &mut WriteState, ino: u32) -> Result<()> {
-        if !ws.held.contains_key(&ino) {
+        if !ws.orphans.held.contains_key(&ino) {
             return self.free_inode(ws, ino);
         }
         let mut e = self.edit(ino)?;
         e.set_links(0);
         e.touch(false);
-        ws.orphans.push(ino);
+        ws.orphans.list.push(ino);
         self.commit(e)
     }
 
@@ -267,7 +267,7 @@ impl Fs {
         }
         self.free_node(ws, ino)?;
         self.vol().forget_inode(ino);
-        ws.valid_inodes = ws.valid_inodes.saturating_sub(1);
+        ws.counts.valid_inodes = ws.counts.valid_inodes.saturating_sub(1);
         Ok(())
     }
 
@@ -275,7 +275,7 @@ impl Fs {
     pub(crate) fn free_node_of(
         &self,
         ws: &mut WriteState,
-        e: &mut crate::write::Editing,
+        e: &mut crate::ns::edit::Editing,
         nid: u32,
     ) -> Result<()> {
         self.free_node(ws, nid)?;
@@ -292,19 +292,19 @@ impl Fs {
         }
         v.nat.free(&*v.dev, nid)?;
         v.nodes.forget(nid);
-        ws.valid_nodes = ws.valid_nodes.saturating_sub(1);
-        ws.valid_blocks = ws.valid_blocks.saturating_sub(1);
+        ws.counts.valid_nodes = ws.counts.valid_nodes.saturating_sub(1);
+        ws.counts.valid_blocks = ws.counts.valid_blocks.saturating_sub(1);
         Ok(())
     }
 
-    fn free_addr(&self, ws: &mut WriteState, e: &mut crate::write::Editing, addr: u32) {
+    fn free_addr(&self, ws: &mut WriteState, e: &mut crate::ns::edit::Editing, addr: u32) {
         if addr == NULL_ADDR {
             return;
         }
         if addr != NEW_ADDR {
             ws.segs.invalidate(addr);
         }
-        ws.valid_blocks = ws.valid_blocks.saturating_sub(1);
+        ws.counts.valid_blocks = ws.counts.valid_blocks.saturating_sub(1);
         e.add_blocks(-1);
     }
 
@@ -313,7 +313,7 @@ impl Fs {
     pub(crate) fn punch(
         &self,
         ws: &mut WriteState,
-        e: &mut crate::write::Editing,
+        e: &mut crate::ns::edit::Editing,
         start: u64,
         end: u64,
     ) -> Result<()> {
@@ -322,7 +322,7 @@ impl Fs {
         let a = e.inode.addr_slots() as u64;
         for i in start.min(a)..end.min(a) {
             let at = e.addr_slot(i as usize);
-            let addr = crate::write::get32(&e.block, at);
+            let addr = crate::ns::edit::get32(&e.block, at);
             self.free_addr(ws, e, addr);
             e.set_u32(at, NULL_ADDR);
         }
@@ -344,7 +344,7 @@ impl Fs {
                         .is_break()
                 {
                     e.set_nid_slot(slot, 0);
-                    e.inode = crate::write::reparse(self, e.ino, &mut e.block)?;
+                    e.inode = crate::ns::edit::reparse(self, e.ino, &mut e.block)?;
                 }
             }
             base += span;
@@ -358,7 +358,7 @@ impl Fs {
     fn punch_node(
         &self,
         ws: &mut WriteState,
-        e: &mut crate::write::Editing,
+        e: &mut crate::ns::edit::Editing,
         nid: u32,
         depth: u32,
         base: u64,
@@ -440,7 +440,7 @@ impl Fs {
                         self.write_data_blocks(
                             ws,
                             &mut e,
-                            crate::segment::Log::WarmData,
+                            crate::space::Log::WarmData,
                             &std::collections::BTreeMap::from([(last, b)]),
                         )?;
                     }

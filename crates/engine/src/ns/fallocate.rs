@@ -5,8 +5,8 @@
 //! modes are refused by name.
 
 use crate::error::{Error, Result};
-use crate::fs::Fs;
-use crate::segment::Log;
+use crate::space::Log;
+use crate::vol::Fs;
 use std::collections::BTreeMap;
 use uf2fs_format::inode::{advise, FileType};
 use uf2fs_format::{BLOCK_SIZE, NEW_ADDR, NULL_ADDR};
@@ -121,7 +121,7 @@ impl Fs {
                 let old = self.addr_in(&e, nid, index)?;
                 if old == NULL_ADDR {
                     self.set_addr(&mut e, nid, index, NEW_ADDR)?;
-                    ws.valid_blocks += 1;
+                    ws.counts.valid_blocks += 1;
                     e.add_blocks(1);
                 }
             }

@@ -25,11 +25,13 @@
 //! leaves the image as it was, to be recovered again. A read-only mount replays in memory
 //! only (the device is never written).
 
-use crate::checkpoint::{in_chain, RecoveryStats, WriteState};
+use crate::durability::checkpoint::in_chain;
+use crate::durability::state::RecoveryStats;
 use crate::error::{Error, Result};
-use crate::fs::Fs;
 use crate::mount::read_block;
-use crate::write::{reparse, Editing};
+use crate::ns::edit::{reparse, Editing};
+use crate::state::WriteState;
+use crate::vol::Fs;
 use std::collections::HashMap;
 use uf2fs_device::{BlockDevice, IoCause};
 use uf2fs_format::checkpoint::{Checkpoint, CURSEG_WARM_NODE};
@@ -259,7 +261,7 @@ impl Fs {
         if ci.file_type != FileType::Regular {
             return Ok(Some("not a regular file".into()));
         }
-        if crate::write::check_name(&ci.name).is_err() {
+        if crate::ns::write::check_name(&ci.name).is_err() {
             return Ok(Some("its recorded name is not a valid file name".into()));
         }
         match self.inode(ci.pino) {
@@ -331,9 +333,9 @@ impl Fs {
                 block_addr: NEW_ADDR,
             },
         )?;
-        ws.valid_nodes += 1;
-        ws.valid_inodes += 1;
-        ws.valid_blocks += 1;
+        ws.counts.valid_nodes += 1;
+        ws.counts.valid_inodes += 1;
+        ws.counts.valid_blocks += 1;
         self.commit(Editing {
             ino,
             inode: reparse(self, ino, &mut b)?,
@@ -460,14 +462,14 @@ impl Fs {
         let old = self.set_addr(e, nid, index, dest)?;
         match (old, dest) {
             (NULL_ADDR, _) => {
-                ws.valid_blocks += 1;
+                ws.counts.valid_blocks += 1;
                 e.add_blocks(1);
             }
             (_, NULL_ADDR) => {
                 if old != NEW_ADDR {
                     ws.segs.invalidate(old);
                 }
-                ws.valid_blocks = ws.valid_blocks.saturating_sub(1);
+                ws.counts.valid_blocks = ws.counts.valid_blocks.saturating_sub(1);
                 e.add_blocks(-1);
             }
             (NEW_ADDR, _) => {}

@@ -5,10 +5,12 @@
 //! Node writes: a changed node is kept whole in the dirty map (and read from there) until a
 //! checkpoint writes it out of place into its log; no node block is ever overwritten.
 
+pub(crate) mod nat;
+
 use crate::error::Result;
 use crate::mount::read_block;
-use crate::nat::Nat;
-use crate::segment::Log;
+use crate::node::nat::Nat;
+use crate::space::Log;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use uf2fs_device::{BlockDevice, IoCause};
@@ -239,4 +241,14 @@ fn check_footer(b: &Block, nid: u32, blkaddr: u32, expect: Expect) -> Result<()>
         return Err(mismatch("node offset", f.ofs(), expect.ofs as u32).into());
     }
     Ok(())
+}
+
+/// Log of a node: directory inodes and dnodes hot, file inodes/dnodes/xattr nodes warm,
+/// indirect nodes cold (as Linux 6.1 places them).
+pub(crate) fn node_log(is_dir: bool, is_dnode: bool) -> Log {
+    match (is_dnode, is_dir) {
+        (false, _) => Log::ColdNode,
+        (true, true) => Log::HotNode,
+        (true, false) => Log::WarmNode,
+    }
 }

@@ -1,0 +1,136 @@
+//! The write lock and change sequencing: every change runs under the lock (`changing`), with
+//! its space checked first; a checkpoint being written without the lock is settled by whoever
+//! next needs it durable (`ws_settled`). See "Requests and locking" in docs/design.md.
+
+use crate::data::write_batches;
+use crate::durability::checkpoint::{prepare, write_checkpoint};
+use crate::error::{Error, Result};
+use crate::state::WriteState;
+use crate::vol::Fs;
+use uf2fs_device::IoCause;
+
+/// Blocks kept back from every change: room for the checkpoint's node and summary writes.
+const RESERVE_BLOCKS: u64 = 1024;
+
+impl Fs {
+    /// Runs a change under the write lock. Space for `blocks` new blocks (and for rewriting
+    /// every dirty node at the next checkpoint) is checked before anything changes; an I/O
+    /// error, corruption or lack of space met half-way marks the volume failed, so that no
+    /// later checkpoint writes a half-made change (the image keeps its last checkpoint).
+    pub(crate) fn changing<T>(
+        &self,
+        blocks: u64,
+        f: impl FnOnce(&mut WriteState) -> Result<T>,
+    ) -> Result<T> {
+        let mut ws = self.ws()?;
+        let user = ws.cp.head.user_block_count.get();
+        if ws.counts.valid_blocks + blocks > user {
+            return Err(Error::NoSpace);
+        }
+        let short = |ws: &WriteState| {
+            let dirty = self.vol().nodes.dirty_count() as u64;
+            blocks + dirty + RESERVE_BLOCKS > ws.segs.writable_blocks()
+        };
+        let room_for_nodes = |ws: &WriteState| {
+            self.vol().nodes.dirty_count() as u64 + RESERVE_BLOCKS / 2 <= ws.segs.writable_blocks()
+        };
+        if short(&ws)
+            && (!ws.segs.prefree.is_empty() || ws.cp.pending.is_some())
+            && room_for_nodes(&ws)
+        {
+            // Space emptied since the last checkpoint are free after the next one (and
+            // those of a checkpoint being written once it lands): write it, then look again.
+            ws.cp.requests += 1;
+            write_checkpoint(self.vol(), &mut ws, false)?;
+        }
+        if short(&ws) {
+            return Err(Error::NoSpace);
+        }
+        self.vol()
+            .change_seq
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let r = f(&mut ws);
+        if let Err(e) = &r {
+            if matches!(e, Error::Io { .. } | Error::Corrupt(_) | Error::NoSpace) {
+                ws.failed = Some(e.to_string());
+            }
+        }
+        // The dirty-node budget's checkpoint: prepared now, with the change complete (it
+        // writes the change's data first), written below without the lock.
+        let checkpoint = if r.is_ok() && std::mem::take(&mut ws.cp.wanted) {
+            ws.cp.requests += 1;
+            Some(prepare(self.vol(), &mut ws, false))
+        } else {
+            None
+        };
+        let batches = std::mem::take(&mut ws.deferred);
+        drop(ws);
+        // The data goes to the device without the write lock: other changes, checkpoints
+        // excepted, proceed meanwhile (a checkpoint waits for these blocks to land).
+        let written = write_batches(
+            &*self.vol().dev,
+            &self.vol().inflight,
+            &batches,
+            IoCause::UserData,
+        );
+        let checkpointed = match checkpoint {
+            None => Ok(()),
+            Some(prepared) => prepared.and_then(|w| self.write_prepared(w)),
+        };
+        r.and_then(|t| written.and(checkpointed).map(|()| t))
+    }
+
+    pub(crate) fn ws(&self) -> Result<std::sync::MutexGuard<'_, WriteState>> {
+        let mut ws = self.ws_raw()?;
+        if ws.failed.is_none() {
+            ws.failed = self.vol.inflight.failure();
+        }
+        if let Some(why) = &ws.failed {
+            return Err(Error::ReadOnly(format!(
+                "an earlier change failed ({why}); the image keeps its last checkpoint"
+            )));
+        }
+        Ok(ws)
+    }
+
+    /// The write lock even after a failure (to settle a checkpoint whose writes failed).
+    pub(crate) fn ws_raw(&self) -> Result<std::sync::MutexGuard<'_, WriteState>> {
+        self.vol
+            .write
+            .as_ref()
+            .ok_or(Error::ReadOnly("the volume is mounted read-only".into()))?
+            .lock()
+            .map_err(|_| Error::InvalidArgument("internal lock poisoned by an earlier failure"))
+    }
+
+    /// The write lock with no checkpoint pending: one whose blocks another thread is writing
+    /// is waited for without the lock (so changes go on meanwhile), then settled. If another
+    /// thread settled it and began the next one meanwhile, that one is waited for the same way.
+    pub(crate) fn ws_settled(&self) -> Result<std::sync::MutexGuard<'_, WriteState>> {
+        loop {
+            let ws = self.ws()?;
+            let Some(io) = ws.cp.pending.as_ref().map(|p| p.io.clone()) else {
+                return Ok(ws);
+            };
+            drop(ws);
+            // The outcome is taken from `settle_this` below, under the lock.
+            let _ = io.wait();
+            let mut ws = self.ws()?;
+            crate::durability::checkpoint::settle_this(&self.vol, &mut ws, &io)?;
+            if ws.cp.pending.is_none() {
+                return Ok(ws);
+            }
+        }
+    }
+
+    /// Writes the blocks of a checkpoint prepared under the lock (`checkpoint::prepare`, the
+    /// lock since let go), then settles it.
+    pub(crate) fn write_prepared(
+        &self,
+        writes: crate::durability::checkpoint::CheckpointWrites,
+    ) -> Result<()> {
+        let (io, r) = writes.run(&self.vol);
+        let s = crate::durability::checkpoint::settle_this(&self.vol, &mut *self.ws_raw()?, &io);
+        r.and(s)
+    }
+}

@@ -1,0 +1,113 @@
+//! `Editing`: an inode being changed, as the copy of its node block that the change edits and
+//! commits, with accessors for the fields changes touch and the checksum kept valid.
+
+use crate::error::Result;
+use crate::vol::Fs;
+use std::time::{SystemTime, UNIX_EPOCH};
+use uf2fs_format::inode::{inline_flags, Inode, I_ADDR_OFFSET, I_NID_OFFSET};
+use uf2fs_format::superblock::feature;
+use uf2fs_format::Block;
+
+pub(crate) fn put(b: &mut [u8], at: usize, bytes: &[u8]) {
+    if let Some(dst) = b.get_mut(at..at + bytes.len()) {
+        dst.copy_from_slice(bytes);
+    }
+}
+
+pub(crate) fn get32(b: &Block, at: usize) -> u32 {
+    uf2fs_format::le32(b, at).unwrap_or(0)
+}
+
+/// Recomputes the inode checksum (when the feature and the extra size have one), so that a
+/// changed inode block is always valid as it stands.
+pub(crate) fn fix_checksum(fs: &Fs, b: &mut Block) {
+    let sb = &fs.vol().sb;
+    let extra = b.get(3).is_some_and(|i| i & inline_flags::EXTRA_ATTR != 0);
+    let isize = uf2fs_format::le16(b, I_ADDR_OFFSET).unwrap_or(0);
+    if sb.has(feature::INODE_CHKSUM) && extra && isize >= 12 {
+        let crc = uf2fs_format::inode::compute_checksum(
+            uf2fs_format::inode::checksum_seed(&sb.uuid()),
+            b,
+        );
+        put(b, I_ADDR_OFFSET + 8, &crc.to_le_bytes());
+    }
+}
+
+/// Parses the inode block being edited (its checksum made valid first).
+pub(crate) fn reparse(fs: &Fs, ino: u32, b: &mut Block) -> Result<Inode> {
+    fix_checksum(fs, b);
+    Ok(Inode::parse(b, ino, &fs.vol().sb)?)
+}
+
+pub(crate) fn now() -> (u64, u32) {
+    let d = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
+    (d.as_secs(), d.subsec_nanos())
+}
+
+/// An inode being changed: its node block and what the parsed inode says about its layout.
+pub(crate) struct Editing {
+    pub ino: u32,
+    pub block: Block,
+    pub inode: Inode,
+}
+
+impl Editing {
+    pub(crate) fn extra_words(&self) -> usize {
+        usize::from(self.inode.extra_isize / 4)
+    }
+    pub(crate) fn set_u32(&mut self, at: usize, v: u32) {
+        put(&mut self.block, at, &v.to_le_bytes());
+    }
+    pub(crate) fn set_u64(&mut self, at: usize, v: u64) {
+        put(&mut self.block, at, &v.to_le_bytes());
+    }
+    pub(crate) fn size(&self) -> u64 {
+        uf2fs_format::le64(&self.block, 16).unwrap_or(0)
+    }
+    pub(crate) fn set_size(&mut self, v: u64) {
+        self.set_u64(16, v);
+    }
+    pub(crate) fn add_blocks(&mut self, n: i64) {
+        let b = uf2fs_format::le64(&self.block, 24).unwrap_or(0);
+        self.set_u64(24, b.saturating_add_signed(n));
+    }
+    pub(crate) fn links(&self) -> u32 {
+        get32(&self.block, 12)
+    }
+    pub(crate) fn set_links(&mut self, v: u32) {
+        self.set_u32(12, v);
+    }
+    pub(crate) fn inline(&self) -> u8 {
+        self.block.get(3).copied().unwrap_or(0)
+    }
+    pub(crate) fn set_inline(&mut self, v: u8) {
+        if let Some(b) = self.block.get_mut(3) {
+            *b = v;
+        }
+    }
+    pub(crate) fn touch(&mut self, mtime: bool) {
+        let (s, ns) = now();
+        self.set_u64(40, s);
+        self.set_u32(60, ns);
+        if mtime {
+            self.set_u64(48, s);
+            self.set_u32(64, ns);
+        }
+    }
+    /// Byte range of the inline data / dentry area.
+    pub(crate) fn inline_range(&self) -> std::ops::Range<usize> {
+        let start = I_ADDR_OFFSET + 4 * (self.extra_words() + 1);
+        start..start + self.inode.inline_capacity()
+    }
+    pub(crate) fn addr_slot(&self, i: usize) -> usize {
+        I_ADDR_OFFSET + 4 * (self.extra_words() + i)
+    }
+    pub(crate) fn nid_slot(&self, slot: usize) -> u32 {
+        get32(&self.block, I_NID_OFFSET + 4 * slot)
+    }
+    pub(crate) fn set_nid_slot(&mut self, slot: usize, nid: u32) {
+        self.set_u32(I_NID_OFFSET + 4 * slot, nid);
+    }
+}

@@ -1,0 +1,39 @@
+//! What the write lock guards: the state of every part that changes with the image, each
+//! owned by its part: space (segments, logs, SIT), durability (checkpoints, fsync), orphans;
+//! plus the volume's block and node counts, the running change's data blocks and the
+//! volume's failure mark.
+
+use crate::durability::state::{CheckpointState, FsyncState};
+use crate::space::Space;
+use std::collections::HashMap;
+
+/// The writable side of a mounted volume: everything a checkpoint records.
+pub(crate) struct WriteState {
+    pub segs: Space,
+    pub cp: CheckpointState,
+    pub sync: FsyncState,
+    pub orphans: Orphans,
+    pub counts: Counts,
+    /// Set when a change failed half-way: the in-memory state may not be consistent, so no
+    /// further change or checkpoint is made; the image stays at its last checkpoint.
+    pub failed: Option<String>,
+    /// Data blocks of the running change, linked but not yet written (see `data.rs`).
+    pub deferred: Vec<crate::data::Batch>,
+}
+
+/// The checkpoint's counters of what is in use.
+pub(crate) struct Counts {
+    /// Valid blocks, data and node (the checkpoint's valid_block_count).
+    pub valid_blocks: u64,
+    pub valid_nodes: u32,
+    pub valid_inodes: u32,
+}
+
+/// Inodes unlinked while open: held until released, then freed; listed in each checkpoint.
+#[derive(Default)]
+pub(crate) struct Orphans {
+    /// Orphan inodes (no link left, still open), in the order they became orphans.
+    pub list: Vec<u32>,
+    /// Inodes held open (counts), whose last unlink makes them orphans instead of freeing.
+    pub held: HashMap<u32, u32>,
+}

@@ -1,0 +1,135 @@
+//! The mounted volume: what every part of the engine shares (device, superblock, layout,
+//! NAT, node cache, inode cache, the write lock's state, blocks in flight), and `Fs`, the
+//! handle whose methods the parts implement. Nothing here knows what a change means.
+
+use crate::error::{Error, Result};
+use crate::node::nat::Nat;
+use crate::node::Nodes;
+use crate::state::WriteState;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use uf2fs_device::{BlockDevice, IoCause};
+use uf2fs_format::checkpoint::Checkpoint;
+use uf2fs_format::inode::Inode;
+use uf2fs_format::sit::SitEntry;
+use uf2fs_format::superblock::{Layout, Superblock};
+use uf2fs_format::{Block, BLOCK_SIZE};
+
+/// The mounted volume's state, shared by the modules that implement `Fs`.
+pub(crate) struct Vol {
+    pub dev: Box<dyn BlockDevice>,
+    pub sb: Superblock,
+    pub layout: Layout,
+    pub cp: Checkpoint,
+    pub nat: Nat,
+    pub nodes: Nodes,
+    pub(crate) inodes: Mutex<HashMap<u32, Arc<Inode>>>,
+    /// Moves (under the `inodes` lock) whenever an inode changes, so that a reader that
+    /// fetched a block before the change does not cache it after.
+    pub(crate) inode_epoch: std::sync::atomic::AtomicU64,
+    pub(crate) sit_journal: Vec<(u32, SitEntry)>,
+    pub(crate) orphans: Vec<u32>,
+    pub(crate) notes: Vec<String>,
+    /// Summaries of the six current segments as the mounted pack has them (node ones only
+    /// when the pack carries them).
+    pub(crate) cur_summaries: Vec<Option<Vec<uf2fs_format::summary::RawSummary>>>,
+    /// The writable state; `None` for a read-only mount.
+    pub(crate) write: Option<Mutex<WriteState>>,
+    pub(crate) options: Options,
+    /// Changes made since mount (each `changing` call is one), and the last change to each
+    /// inode since the last checkpoint began: a checkpoint request is served by any
+    /// checkpoint that began after the last change it must cover (merging).
+    pub(crate) change_seq: std::sync::atomic::AtomicU64,
+    pub(crate) last_change: Mutex<HashMap<u32, u64>>,
+    /// What roll-forward recovery did at mount, if there was a chain to replay.
+    pub(crate) recovery: Option<crate::durability::state::RecoveryStats>,
+    /// Data blocks linked by a change whose write has not landed yet.
+    pub(crate) inflight: crate::data::Inflight,
+}
+
+impl Vol {
+    /// Reads data (file or dentry) blocks from `addr` on into `buf`, taking blocks whose
+    /// write is still in flight from memory. `what` names them in an I/O error.
+    pub(crate) fn read_data(&self, addr: u64, buf: &mut [u8], what: &str) -> Result<()> {
+        let n = buf.len() / BLOCK_SIZE;
+        let copies = self.inflight.copies(addr, n);
+        if copies.len() < n {
+            self.dev
+                .read_blocks(addr, buf, IoCause::UserData)
+                .map_err(|e| Error::io(format!("{what} at block {addr}"), e))?;
+        }
+        for (i, b) in copies {
+            if let Some(dst) = buf.get_mut(i * BLOCK_SIZE..(i + 1) * BLOCK_SIZE) {
+                dst.copy_from_slice(&b);
+            }
+        }
+        Ok(())
+    }
+
+    /// One data block at `addr` (see [`Vol::read_data`]).
+    pub(crate) fn read_data_block(&self, addr: u64, what: &str) -> Result<Block> {
+        let mut b = [0u8; BLOCK_SIZE];
+        self.read_data(addr, &mut b, what)?;
+        Ok(b)
+    }
+
+    /// Drops the cached parse of `ino` after a change to it (see `inode_epoch`).
+    pub(crate) fn forget_inode(&self, ino: u32) {
+        if let Ok(mut c) = self.inodes.lock() {
+            c.remove(&ino);
+            self.inode_epoch
+                .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+        }
+    }
+}
+
+/// Choices a mount makes about how new files are laid out (the kernel's mount options of the
+/// same names). They change nothing already on disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct Options {
+    /// New regular files and symlinks keep small contents in the inode (`inline_data`).
+    pub inline_data: bool,
+    /// New directories keep their first entries in the inode (`inline_dentry`).
+    pub inline_dentry: bool,
+    /// How fsync makes a file durable (`fsync_mode`).
+    pub fsync_mode: FsyncMode,
+    /// Concurrent checkpoint requests share one checkpoint (`checkpoint_merge`).
+    pub checkpoint_merge: bool,
+}
+
+/// The kernel's `fsync_mode`: what an fsync writes and whether it flushes the device cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FsyncMode {
+    /// The file's data and direct nodes, marked for roll-forward, then a cache flush; a
+    /// checkpoint only where recovery could not rebuild the file's place in the tree.
+    Posix,
+    /// As posix, but a file whose directory entry is not yet in a checkpoint gets one.
+    Strict,
+    /// As posix, without the cache flush.
+    Nobarrier,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            inline_data: true,
+            inline_dentry: true,
+            fsync_mode: FsyncMode::Posix,
+            checkpoint_merge: true,
+        }
+    }
+}
+
+/// A run of `len` file blocks from file block `fblk` stored at `addr..addr+len`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Extent {
+    pub fblk: u64,
+    pub addr: u32,
+    pub len: u64,
+}
+
+/// A read-only F2FS volume.
+pub struct Fs {
+    pub(crate) vol: Vol,
+}
