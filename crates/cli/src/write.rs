@@ -370,11 +370,10 @@ pub fn import(image: &Path, src: &Path, path: &str, stats: bool) -> CliResult {
         .unmount()
         .map_err(|e| format!("{}: {e}", image.display()))?;
     if stats {
-        let names = ["data", "node", "meta", "gc", "checkpoint"];
-        let by: Vec<String> = names
+        let by: Vec<String> = uf2fs_engine::uf2fs_device::IoCause::ALL
             .iter()
             .zip(io.written_blocks)
-            .map(|(n, b)| format!("{n} {b}"))
+            .map(|(c, b)| format!("{} {b}", c.name()))
             .collect();
         let total = io.total_written();
         println!(

@@ -6,7 +6,9 @@
 //! - `UserData`: file contents a user read or wrote;
 //! - `Node`: inode, direct, indirect and xattr node blocks;
 //! - `Meta`: superblock, NAT, SIT, SSA blocks;
-//! - `Gc`: blocks moved by the cleaner;
+//! - `GcData`: data blocks the cleaner moved;
+//! - `GcNode`: node blocks written because of the cleaner (nodes it moved, and direct nodes
+//!   rewritten only because data they point at moved);
 //! - `Checkpoint`: checkpoint packs (CP blocks, summaries, orphan blocks, nat_bits).
 //!
 //! Backends: [`FileDevice`] (an image file or block device), [`MemDevice`] (memory) and
@@ -33,16 +35,18 @@ pub enum IoCause {
     UserData,
     Node,
     Meta,
-    Gc,
+    GcData,
+    GcNode,
     Checkpoint,
 }
 
 impl IoCause {
-    pub const ALL: [IoCause; 5] = [
+    pub const ALL: [IoCause; 6] = [
         IoCause::UserData,
         IoCause::Node,
         IoCause::Meta,
-        IoCause::Gc,
+        IoCause::GcData,
+        IoCause::GcNode,
         IoCause::Checkpoint,
     ];
 
@@ -51,7 +55,8 @@ impl IoCause {
             IoCause::UserData => "data",
             IoCause::Node => "node",
             IoCause::Meta => "meta",
-            IoCause::Gc => "gc",
+            IoCause::GcData => "gc_data",
+            IoCause::GcNode => "gc_node",
             IoCause::Checkpoint => "checkpoint",
         }
     }
@@ -64,20 +69,20 @@ impl IoCause {
 /// Blocks and requests per cause, read and written, plus flushes.
 #[derive(Default, Debug)]
 pub struct IoCounters {
-    read_blocks: [AtomicU64; 5],
-    read_requests: [AtomicU64; 5],
-    written_blocks: [AtomicU64; 5],
-    write_requests: [AtomicU64; 5],
+    read_blocks: [AtomicU64; 6],
+    read_requests: [AtomicU64; 6],
+    written_blocks: [AtomicU64; 6],
+    write_requests: [AtomicU64; 6],
     flushes: AtomicU64,
 }
 
 /// A copy of the counters at one moment.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct IoSnapshot {
-    pub read_blocks: [u64; 5],
-    pub read_requests: [u64; 5],
-    pub written_blocks: [u64; 5],
-    pub write_requests: [u64; 5],
+    pub read_blocks: [u64; 6],
+    pub read_requests: [u64; 6],
+    pub written_blocks: [u64; 6],
+    pub write_requests: [u64; 6],
     pub flushes: u64,
 }
 
@@ -112,7 +117,7 @@ impl IoCounters {
     }
 
     pub fn snapshot(&self) -> IoSnapshot {
-        let load = |a: &[AtomicU64; 5]| a.each_ref().map(|c| c.load(Ordering::Relaxed));
+        let load = |a: &[AtomicU64; 6]| a.each_ref().map(|c| c.load(Ordering::Relaxed));
         IoSnapshot {
             read_blocks: load(&self.read_blocks),
             read_requests: load(&self.read_requests),

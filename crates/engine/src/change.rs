@@ -3,14 +3,11 @@
 //! next needs it durable (`ws_settled`). See "Requests and locking" in docs/design.md.
 
 use crate::data::write_batches;
-use crate::durability::checkpoint::{prepare, write_checkpoint};
+use crate::durability::checkpoint::prepare;
 use crate::error::{Error, Result};
 use crate::state::WriteState;
 use crate::vol::Fs;
 use uf2fs_device::IoCause;
-
-/// Blocks kept back from every change: room for the checkpoint's node and summary writes.
-const RESERVE_BLOCKS: u64 = 1024;
 
 impl Fs {
     /// Runs a change under the write lock. Space for `blocks` new blocks (and for rewriting
@@ -27,25 +24,7 @@ impl Fs {
         if ws.counts.valid_blocks + blocks > user {
             return Err(Error::NoSpace);
         }
-        let short = |ws: &WriteState| {
-            let dirty = self.vol().nodes.dirty_count() as u64;
-            blocks + dirty + RESERVE_BLOCKS > ws.segs.writable_blocks()
-        };
-        let room_for_nodes = |ws: &WriteState| {
-            self.vol().nodes.dirty_count() as u64 + RESERVE_BLOCKS / 2 <= ws.segs.writable_blocks()
-        };
-        if short(&ws)
-            && (!ws.segs.prefree.is_empty() || ws.cp.pending.is_some())
-            && room_for_nodes(&ws)
-        {
-            // Space emptied since the last checkpoint are free after the next one (and
-            // those of a checkpoint being written once it lands): write it, then look again.
-            ws.cp.requests += 1;
-            write_checkpoint(self.vol(), &mut ws, false)?;
-        }
-        if short(&ws) {
-            return Err(Error::NoSpace);
-        }
+        self.make_room(&mut ws, blocks)?;
         self.vol()
             .change_seq
             .fetch_add(1, std::sync::atomic::Ordering::SeqCst);

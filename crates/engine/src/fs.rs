@@ -365,6 +365,7 @@ impl Fs {
                 valid_nodes: h.valid_node_count.get(),
                 valid_inodes: h.valid_inode_count.get(),
             },
+            gc: Default::default(),
             failed: None,
             deferred: Vec::new(),
         })

@@ -26,7 +26,7 @@ pub struct Status {
     pub fsync: crate::durability::state::FsyncStats,
     /// What roll-forward recovery replayed at mount (none: there was no chain).
     pub recovery: Option<crate::durability::state::RecoveryStats>,
-    pub gc: GcStats,
+    pub gc: crate::gc::GcStats,
     pub io: IoStats,
 }
 
@@ -40,14 +40,6 @@ pub struct CheckpointStats {
     pub merged: u64,
 }
 
-/// The cleaner's work. uf2fs has no cleaner yet: only segments that empty on their own come
-/// back, so these stay zero.
-#[derive(Debug, Clone, Default, serde::Serialize)]
-pub struct GcStats {
-    pub runs: u64,
-    pub sections_freed: u64,
-    pub blocks_moved: u64,
-}
 
 #[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct IoStats {
@@ -92,16 +84,21 @@ impl Fs {
                         merged: ws.sync.stats.merged,
                     },
                     ws.sync.stats,
+                    crate::gc::GcStats {
+                        policy: self.options().gc_policy.name(),
+                        ..ws.gc.stats.clone()
+                    },
                 ))
             }
             None => None,
         };
-        let (segments, prefree_segments, checkpoints, fsync) = match live {
+        let (segments, prefree_segments, checkpoints, fsync, gc) = match live {
             Some(l) => l,
             None => (
                 self.segment_usage()?,
                 0,
                 CheckpointStats::default(),
+                Default::default(),
                 Default::default(),
             ),
         };
@@ -118,7 +115,7 @@ impl Fs {
             checkpoints,
             fsync,
             recovery: self.vol().recovery,
-            gc: GcStats::default(),
+            gc,
             io,
         })
     }

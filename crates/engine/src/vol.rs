@@ -95,6 +95,25 @@ pub struct Options {
     pub fsync_mode: FsyncMode,
     /// Concurrent checkpoint requests share one checkpoint (`checkpoint_merge`).
     pub checkpoint_merge: bool,
+    /// How the cleaner picks its victims (`gc_policy`).
+    pub gc_policy: crate::space::Policy,
+    /// Node sections weigh one section more as victims unless free sections run short
+    /// (`gc_node_penalty`, seed 000's data-first selection).
+    pub gc_node_penalty: bool,
+    /// Whether the daemon cleans ahead of need (`background_gc`).
+    pub background_gc: BackgroundGc,
+}
+
+/// The kernel's `background_gc`: whether a thread cleans ahead of need.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BackgroundGc {
+    /// Cleans when the volume is idle or free space falls below its low-water mark.
+    On,
+    /// Never: only changes short of space (and `uf2fs gc`) clean.
+    Off,
+    /// As `on` (the kernel's `sync` cleans synchronously in its thread; ours always does).
+    Sync,
 }
 
 /// The kernel's `fsync_mode`: what an fsync writes and whether it flushes the device cache.
@@ -117,6 +136,9 @@ impl Default for Options {
             inline_dentry: true,
             fsync_mode: FsyncMode::Posix,
             checkpoint_merge: true,
+            gc_policy: crate::space::Policy::Greedy,
+            gc_node_penalty: true,
+            background_gc: BackgroundGc::On,
         }
     }
 }

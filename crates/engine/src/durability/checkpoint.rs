@@ -137,7 +137,7 @@ pub(crate) fn settle(vol: &Vol, ws: &mut WriteState) -> Result<()> {
     ws.cp.head = p.head;
     ws.cp.crc = p.crc;
     ws.segs.prefree.retain(|s| !p.prefree.contains(s));
-    ws.segs.reserved.retain(|s| !p.reserved.contains(s));
+    ws.segs.release_reserved(&p.reserved);
     ws.cp.covered_seq = p.start_seq;
     ws.cp.written += 1;
     vol.nodes.written(&p.nodes);
@@ -200,8 +200,15 @@ fn build(vol: &Vol, ws: &mut WriteState, umount: bool) -> Result<CheckpointWrite
     // does not land, they end the roll-forward chain instead of extending it (Linux would
     // replay chain nodes of an fsync'd file even without the FSYNC mark).
     let writes = write_nodes(vol, ws, &dirty, ws.cp.version.wrapping_add(1), |_, _| 0)?;
-    for (start, run) in runs(&writes) {
+    // Nodes only the cleaner changed are counted as its writes.
+    let (by_gc, by_users): (BTreeMap<u32, Block>, BTreeMap<u32, Block>) = writes
+        .into_iter()
+        .partition(|(_, b)| vol.nodes.is_gc_only(Footer::of(b).nid));
+    for (start, run) in runs(&by_users) {
         body.push((u64::from(start), run, IoCause::Node, "node blocks"));
+    }
+    for (start, run) in runs(&by_gc) {
+        body.push((u64::from(start), run, IoCause::GcNode, "node blocks"));
     }
     ws.segs.roll_full()?;
     let ssa = u64::from(vol.layout.ssa);

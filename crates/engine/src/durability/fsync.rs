@@ -134,8 +134,13 @@ impl Fs {
         // The file's data written by changes that have let the write lock go may still be
         // on its way to the device: the flush below must come after it.
         land(&*v.dev, &v.inflight, &mut ws.deferred)?;
+        // Direct nodes only the cleaner changed stay for the next checkpoint: what the last
+        // checkpoint's copies point at is still on the device until then.
         let mut dnodes = v.nodes.dirty_of(ino, |nid, f| {
-            nid != ino && !is_indirect(u64::from(f.ofs())) && f.ofs() != XATTR_NODE_OFFSET
+            nid != ino
+                && !is_indirect(u64::from(f.ofs()))
+                && f.ofs() != XATTR_NODE_OFFSET
+                && !v.nodes.is_gc_only(nid)
         })?;
         let mut inode = v.nodes.dirty_of(ino, |nid, f| nid == ino && f.ofs() == 0)?;
         if dnodes.is_empty() {

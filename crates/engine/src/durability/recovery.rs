@@ -242,6 +242,7 @@ impl Fs {
             self.add_entry(ws, ci.pino, &ci.name, ino, FileType::Regular)?;
             stats.dentries += 1;
         }
+        ws.segs.rebuild_sections();
         Ok(stats)
     }
 

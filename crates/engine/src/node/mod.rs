@@ -27,6 +27,10 @@ pub(crate) struct Nodes {
     epoch: std::sync::atomic::AtomicU64,
     /// Changed nodes and the log each goes to, written at the next checkpoint.
     dirty: Mutex<BTreeMap<u32, (Arc<Block>, Log)>>,
+    /// Dirty nodes that only the cleaner changed (a node it moved, or a direct node whose
+    /// data it moved). An fsync need not write them: the blocks the last checkpoint's copy
+    /// points at stay on the device until the next checkpoint, which writes these.
+    gc_only: Mutex<std::collections::HashSet<u32>>,
 }
 
 /// What the reader of a node expects to find in its footer.
@@ -42,11 +46,36 @@ impl Nodes {
             cache: Mutex::new(HashMap::new()),
             epoch: std::sync::atomic::AtomicU64::new(0),
             dirty: Mutex::new(BTreeMap::new()),
+            gc_only: Mutex::new(std::collections::HashSet::new()),
         }
     }
 
     /// Keeps a changed node until the next checkpoint.
     pub fn put_dirty(&self, nid: u32, block: Block, log: Log) -> Result<()> {
+        if let Ok(mut g) = self.gc_only.lock() {
+            g.remove(&nid);
+        }
+        self.keep_dirty(nid, block, log)
+    }
+
+    /// Keeps a node the cleaner changed until the next checkpoint; it counts as changed by
+    /// the cleaner only if nothing else had changed it since it was last written.
+    pub fn put_dirty_gc(&self, nid: u32, block: Block, log: Log) -> Result<()> {
+        let was_dirty = self.dirty.lock().map(|d| d.contains_key(&nid)).unwrap_or(true);
+        if !was_dirty {
+            if let Ok(mut g) = self.gc_only.lock() {
+                g.insert(nid);
+            }
+        }
+        self.keep_dirty(nid, block, log)
+    }
+
+    /// Whether dirty node `nid` was changed by the cleaner alone.
+    pub fn is_gc_only(&self, nid: u32) -> bool {
+        self.gc_only.lock().map(|g| g.contains(&nid)).unwrap_or(false)
+    }
+
+    fn keep_dirty(&self, nid: u32, block: Block, log: Log) -> Result<()> {
         let b = Arc::new(block);
         self.dirty
             .lock()
@@ -86,6 +115,9 @@ impl Nodes {
             for (nid, (b, _)) in snapshot {
                 if d.get(nid).is_some_and(|(cur, _)| Arc::ptr_eq(cur, b)) {
                     d.remove(nid);
+                    if let Ok(mut g) = self.gc_only.lock() {
+                        g.remove(nid);
+                    }
                     self.cached(*nid, Some(b.clone()));
                 }
             }
@@ -152,6 +184,9 @@ impl Nodes {
     pub fn forget(&self, nid: u32) {
         if let Ok(mut d) = self.dirty.lock() {
             d.remove(&nid);
+        }
+        if let Ok(mut g) = self.gc_only.lock() {
+            g.remove(&nid);
         }
         self.cached(nid, None);
     }

@@ -13,7 +13,12 @@
 
 use crate::error::{Error, Result};
 
+mod sections;
 pub(crate) mod sit;
+
+pub use sections::Policy;
+pub(crate) use sections::VictimKind;
+use sections::Sections;
 use std::collections::BTreeSet;
 use uf2fs_format::checkpoint::Checkpoint;
 use uf2fs_format::sit::SitEntry;
@@ -77,6 +82,11 @@ pub(crate) struct Space {
     pub patched: std::collections::BTreeMap<u32, Box<Block>>,
     /// Which copy (0/1 bit per SIT block) holds each SIT block as of the last checkpoint.
     pub sit_bitmap: Vec<u8>,
+    /// Sections (the cleaner's unit): valid blocks, age, and the victim index.
+    sections: Sections,
+    /// Sections with blocks the cleaner could not move, kept out of the victim index until
+    /// a block of theirs changes.
+    unmovable: BTreeSet<u32>,
 }
 
 fn bit(map: &[u8; 64], off: usize) -> bool {
@@ -109,7 +119,7 @@ impl Space {
             .take(layout.main_segments as usize)
             .filter(|e| e.valid_blocks == 0)
             .count() as u32;
-        Space {
+        let mut space = Space {
             empty,
             layout,
             entries,
@@ -121,7 +131,11 @@ impl Space {
             reserved: BTreeSet::new(),
             patched: std::collections::BTreeMap::new(),
             sit_bitmap: cp.sit_bitmap.clone(),
-        }
+            sections: Sections::new(layout.main_segments, layout.segs_per_sec.max(1)),
+            unmovable: BTreeSet::new(),
+        };
+        space.rebuild_sections();
+        space
     }
 
     /// Makes `addr` a valid block owned by `sum` (recovery of a block written after the last
@@ -306,8 +320,14 @@ impl Space {
                         self.empty -= 1;
                     }
                     e.valid_blocks += 1;
+                    e.mtime = self.now;
+                    let sec = segno / self.layout.segs_per_sec.max(1);
+                    self.sections.added(sec, true);
+                    self.unmovable.remove(&sec);
+                    self.refresh(sec);
+                } else {
+                    e.mtime = self.now;
                 }
-                e.mtime = self.now;
                 self.dirty.insert(segno);
             }
         }
@@ -330,6 +350,11 @@ impl Space {
         e.valid_blocks -= 1;
         e.mtime = self.now;
         let empty = e.valid_blocks == 0;
+        let sec = segno / self.layout.segs_per_sec.max(1);
+        self.sections.removed(sec);
+        self.unmovable.remove(&sec);
+        self.dirty.insert(segno);
+        self.refresh(sec);
         if empty {
             self.empty += 1;
         }
@@ -434,6 +459,181 @@ impl Space {
                 sum: vec![RawSummary::default(); ENTRIES_IN_SUM],
             };
         }
+        self.refresh(old.segno / sps);
+        self.refresh(segno / sps);
         Ok(())
+    }
+
+    /// Recomputes every section's valid blocks and candidacy (at mount, after recovery).
+    pub fn rebuild_sections(&mut self) {
+        let sps = self.layout.segs_per_sec.max(1);
+        // Older SIT mtimes first: their stamps come before every block written from now on.
+        let mut order: Vec<(u64, u32)> = (0..self.sections.count())
+            .map(|sec| {
+                let m = (0..sps)
+                    .filter_map(|j| self.entries.get((sec * sps + j) as usize))
+                    .map(|e| e.mtime)
+                    .max()
+                    .unwrap_or(0);
+                (m, sec)
+            })
+            .collect();
+        order.sort_unstable();
+        for (rank, (_, sec)) in order.into_iter().enumerate() {
+            let valid: u32 = (0..sps)
+                .filter_map(|j| self.entries.get((sec * sps + j) as usize))
+                .map(|e| u32::from(e.valid_blocks))
+                .sum();
+            self.sections.load(sec, valid, rank as u64);
+        }
+        for sec in 0..self.sections.count() {
+            self.refresh(sec);
+        }
+    }
+
+    /// Puts section `sec` in the victim index or takes it out, as it now stands.
+    fn refresh(&mut self, sec: u32) {
+        let sps = self.layout.segs_per_sec.max(1);
+        let valid = self.sections.valid(sec);
+        let segs = sec * sps..(sec + 1) * sps;
+        let held = self
+            .cursegs
+            .iter()
+            .any(|c| segs.contains(&c.segno))
+            || self.reserved.range(segs.clone()).next().is_some()
+            || self.unmovable.contains(&sec);
+        let kind = if held || valid == 0 || valid >= self.sections.blocks_per_section() {
+            None
+        } else {
+            // A section holds one kind; its first segment in use says which.
+            segs.filter_map(|s| self.entries.get(s as usize))
+                .find(|e| e.valid_blocks > 0)
+                .map(|e| {
+                    if e.seg_type >= 3 {
+                        VictimKind::Node
+                    } else {
+                        VictimKind::Data
+                    }
+                })
+        };
+        self.sections.set_candidate(sec, kind);
+    }
+
+    /// The best section to clean under `policy` (node sections weigh `node_penalty` blocks
+    /// more), if any is a candidate; with its kind.
+    pub fn victim(
+        &self,
+        policy: Policy,
+        node_penalty: u32,
+        only: Option<VictimKind>,
+    ) -> Option<(u32, VictimKind)> {
+        let sec = self.sections.pick(policy, node_penalty, only)?;
+        let sps = self.layout.segs_per_sec.max(1);
+        let kind = (sec * sps..(sec + 1) * sps)
+            .filter_map(|s| self.entries.get(s as usize))
+            .find(|e| e.valid_blocks > 0)
+            .map(|e| {
+                if e.seg_type >= 3 {
+                    VictimKind::Node
+                } else {
+                    VictimKind::Data
+                }
+            })?;
+        Some((sec, kind))
+    }
+
+    /// Keeps `sec` out of the victim index until one of its blocks changes: the cleaner met
+    /// blocks in it that it cannot move (a summary that disagrees with its owner).
+    pub fn set_unmovable(&mut self, sec: u32) {
+        self.unmovable.insert(sec);
+        self.refresh(sec);
+    }
+
+    /// Segments of section `sec`.
+    pub fn section_segments(&self, sec: u32) -> std::ops::Range<u32> {
+        let sps = self.layout.segs_per_sec.max(1);
+        sec * sps..(sec + 1) * sps
+    }
+
+    /// Valid blocks of section `sec`.
+    pub fn section_valid(&self, sec: u32) -> u32 {
+        self.sections.valid(sec)
+    }
+
+    /// Blocks per section.
+    pub fn blocks_per_section(&self) -> u32 {
+        self.sections.blocks_per_section()
+    }
+
+    /// Sections in the victim index.
+    pub fn candidates(&self) -> usize {
+        self.sections.candidates()
+    }
+
+    /// Offsets of the valid blocks of main segment `segno`.
+    pub fn valid_offsets(&self, segno: u32) -> Vec<usize> {
+        self.entries
+            .get(segno as usize)
+            .map(|e| (0..BLOCKS_PER_SEG as usize).filter(|&o| bit(&e.valid_map, o)).collect())
+            .unwrap_or_default()
+    }
+
+    /// The summary entries of main segment `segno` as they stand now: a log's own, else the
+    /// block queued for the SSA (closed since the last checkpoint, or patched by recovery),
+    /// else the SSA block on the device (`read_ssa`).
+    pub fn summary_of(
+        &self,
+        segno: u32,
+        read_ssa: impl FnOnce(u32) -> Result<Block>,
+    ) -> Result<Vec<RawSummary>> {
+        if let Some(c) = self.cursegs.iter().find(|c| c.segno == segno) {
+            return Ok(c.sum.clone());
+        }
+        let queued = self
+            .patched
+            .get(&segno)
+            .or_else(|| self.closed.iter().rev().find(|(s, _)| *s == segno).map(|(_, b)| b));
+        let block: Block = match queued {
+            Some(b) => **b,
+            None => read_ssa(segno)?,
+        };
+        Ok(uf2fs_format::summary::Summary::from_block(&block).entries)
+    }
+
+    /// Main segments that are free now (not prefree, not logs, not held by recovery).
+    pub fn free_segments(&self) -> u64 {
+        self.writable_blocks() / u64::from(BLOCKS_PER_SEG)
+    }
+
+    /// Segments emptied since the last checkpoint (free once the next one lands).
+    pub fn prefree_segments(&self) -> u64 {
+        self.prefree.len() as u64
+    }
+
+    /// The log a main segment's blocks were written by (its SIT type).
+    pub fn seg_log(&self, segno: u32) -> Option<Log> {
+        Some(match self.entries.get(segno as usize)?.seg_type {
+            0 => Log::HotData,
+            1 => Log::WarmData,
+            2 => Log::ColdData,
+            3 => Log::HotNode,
+            4 => Log::WarmNode,
+            _ => Log::ColdNode,
+        })
+    }
+
+    /// Sections in the main area.
+    pub fn section_count(&self) -> u32 {
+        self.sections.count()
+    }
+
+    /// Segments recovery held are free to use again (its checkpoint landed).
+    pub fn release_reserved(&mut self, done: &BTreeSet<u32>) {
+        self.reserved.retain(|s| !done.contains(s));
+        let sps = self.layout.segs_per_sec.max(1);
+        let secs: BTreeSet<u32> = done.iter().map(|s| s / sps).collect();
+        for sec in secs {
+            self.refresh(sec);
+        }
     }
 }

@@ -1,0 +1,456 @@
+//! The cleaner: picks a victim section from the space room's victim index and moves its valid
+//! blocks out, so that the section empties, becomes prefree, and is free once the next
+//! checkpoint lands.
+//!
+//! - **Data blocks** are read in runs, written to the cold data log (what the cleaner moves
+//!   has outlived its neighbours: it is colder than what users write), and only then linked:
+//!   the slot `(nid, ofs_in_node)` the segment summary names is checked to point at the old
+//!   block (NAT entry in use, same version as the summary, same address in the node), then
+//!   pointed at the new one. A summary that disagrees with its node is counted and skipped,
+//!   never followed into another file; the section then stays out of the index until one of
+//!   its blocks changes.
+//! - **Node blocks** are moved by marking the node dirty: the next checkpoint writes it out of
+//!   place, which empties the old block.
+//! - Nodes the cleaner changed and nothing else did are written by the next checkpoint, not by
+//!   an fsync (`Nodes::put_dirty_gc`): until that checkpoint lands, the blocks the last one
+//!   points at are still on the device (a prefree section is not reused before it), so a crash
+//!   at any point of a pass loses nothing.
+//!
+//! Victims (seed 000, data first): a node section weighs one section's worth of blocks more
+//! than its valid count, unless free sections run short (`require_node_gc`), when node
+//! sections are cleaned as any other until enough sections are free again.
+//!
+//! Who cleans: a change short of space cleans one section at a time (`Fs::changing`); the
+//! daemon's background thread cleans ahead (`Fs::background_gc_step`); `uf2fs gc` on request.
+
+use crate::data::write_runs;
+use crate::durability::checkpoint::write_checkpoint;
+use crate::error::{Error, Result};
+use crate::mount::read_block;
+use crate::ns::edit::{fix_checksum, get32, Editing};
+use crate::space::{Log, Policy, VictimKind};
+use crate::state::WriteState;
+use crate::vol::Fs;
+use std::collections::{BTreeMap, HashMap};
+use uf2fs_device::IoCause;
+use uf2fs_format::inode::FileType;
+use uf2fs_format::node::{entry, is_indirect, Footer};
+use uf2fs_format::summary::RawSummary;
+use uf2fs_format::{Block, BLOCKS_PER_SEG, BLOCK_SIZE};
+
+/// Who asked for a cleaning pass.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Caller {
+    /// A change that is short of space waits for it.
+    Foreground,
+    /// The background thread, ahead of need.
+    Background,
+    /// `uf2fs gc` or the API's `Fs::gc`.
+    Request,
+}
+
+/// The cleaner's counters since mount.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct GcStats {
+    /// Sections cleaned by changes short of space.
+    pub foreground_runs: u64,
+    /// Sections cleaned by the background thread.
+    pub background_runs: u64,
+    /// Sections cleaned on request (`uf2fs gc`).
+    pub requested_runs: u64,
+    /// Data blocks moved.
+    pub data_blocks_moved: u64,
+    /// Node blocks moved (marked dirty for the next checkpoint).
+    pub node_blocks_moved: u64,
+    /// Data victims and node victims.
+    pub data_victims: u64,
+    pub node_victims: u64,
+    /// Blocks whose summary disagreed with their owner: left where they are.
+    pub stale_summaries: u64,
+    /// Checkpoints written to turn prefree sections free.
+    pub checkpoints_for_space: u64,
+    /// Sections turned free by those checkpoints (and any other).
+    pub sections_freed: u64,
+    /// The longest a change waited for space (cleaning and checkpoints), in microseconds.
+    pub worst_wait_us: u64,
+    /// The policy victims are picked by.
+    pub policy: &'static str,
+}
+
+/// The cleaner's state under the write lock.
+#[derive(Default)]
+pub(crate) struct GcState {
+    pub stats: GcStats,
+    /// Free sections ran short: node sections lose their penalty until enough are free.
+    pub require_node_gc: bool,
+}
+
+/// What a pass over one section did.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Cleaned {
+    pub section: u32,
+    pub moved: u64,
+}
+
+/// A valid data block of the victim and the slot that owns it.
+struct Owned {
+    addr: u32,
+    sum: RawSummary,
+    ino: u32,
+}
+
+/// Blocks kept free beyond the dirty nodes for the logs' next segments (a checkpoint may
+/// open one in each node log).
+const LOG_RESERVE: u64 = 1024;
+
+/// Sections a change short of space cleans beyond its need before it writes the checkpoint
+/// that frees them: one checkpoint (and one rewrite of the direct nodes the moves touched)
+/// serves that many sections.
+const FOREGROUND_BATCH: u64 = 2;
+
+impl Fs {
+    /// Makes room for a change of `blocks` new blocks, under the write lock: free segments
+    /// for them, for every dirty node (the next checkpoint writes them) and for the reserve.
+    /// What is short is found by writing a checkpoint (segments emptied since the last one
+    /// become free) and by cleaning sections, one at a time; `NoSpace` when neither helps.
+    pub(crate) fn make_room(&self, ws: &mut WriteState, blocks: u64) -> Result<()> {
+        let v = self.vol();
+        let bps = u64::from(ws.segs.blocks_per_section());
+        // The cleaner needs room for one section's copies and the direct nodes they dirty;
+        // a change leaves that, and one more section, free.
+        let gc_room = 2 * bps + LOG_RESERVE;
+        let reserve = gc_room + bps;
+        let started = std::time::Instant::now();
+        let mut waited = false;
+        // Each round cleans a section or writes a checkpoint; a checkpoint that frees nothing
+        // twice in a row ends it.
+        let mut fruitless = 0;
+        let mut rounds = 0u64;
+        let max_rounds = 4 * u64::from(ws.segs.section_count()) + 16;
+        let r = loop {
+            let dirty = v.nodes.dirty_count() as u64;
+            let writable = ws.segs.writable_blocks();
+            if blocks + dirty + reserve <= writable {
+                break Ok(());
+            }
+            rounds += 1;
+            if rounds > max_rounds || fruitless >= 2 {
+                break Err(Error::NoSpace);
+            }
+            waited = true;
+            let prefree = ws.segs.prefree_segments() * u64::from(BLOCKS_PER_SEG);
+            let can_checkpoint =
+                (prefree > 0 || ws.cp.pending.is_some()) && dirty + LOG_RESERVE / 2 <= writable;
+            let after_checkpoint = (writable + prefree).saturating_sub(dirty);
+            let room_to_clean = writable >= dirty + gc_room;
+            let enough = after_checkpoint >= blocks + reserve + FOREGROUND_BATCH * bps;
+            if can_checkpoint && (enough || !room_to_clean) {
+                let before = ws.segs.free_segments();
+                ws.cp.requests += 1;
+                ws.gc.stats.checkpoints_for_space += 1;
+                write_checkpoint(v, ws, false)?;
+                let freed = ws.segs.free_segments().saturating_sub(before);
+                ws.gc.stats.sections_freed += freed / u64::from(v.layout.segs_per_sec.max(1));
+                fruitless = if freed == 0 { fruitless + 1 } else { 0 };
+                continue;
+            }
+            if room_to_clean && self.clean_one(ws, Caller::Foreground)?.is_some() {
+                continue;
+            }
+            if can_checkpoint {
+                ws.cp.requests += 1;
+                ws.gc.stats.checkpoints_for_space += 1;
+                write_checkpoint(v, ws, false)?;
+                fruitless += 1;
+                continue;
+            }
+            break Err(Error::NoSpace);
+        };
+        if waited {
+            let us = started.elapsed().as_micros() as u64;
+            ws.gc.stats.worst_wait_us = ws.gc.stats.worst_wait_us.max(us);
+        }
+        r
+    }
+
+    /// Cleans one section: picks the victim, moves its valid blocks. `None` when no section
+    /// is worth cleaning.
+    pub(crate) fn clean_one(&self, ws: &mut WriteState, caller: Caller) -> Result<Option<Cleaned>> {
+        let v = self.vol();
+        // A checkpoint being written still owns its nodes' new addresses: let it land first.
+        crate::durability::checkpoint::settle(v, ws)?;
+        let opts = v.options;
+        let bps = ws.segs.blocks_per_section();
+        let free_secs = ws.segs.free_segments() / u64::from(v.layout.segs_per_sec.max(1));
+        let short = free_secs <= u64::from(NODE_GC_SECTIONS);
+        if short {
+            ws.gc.require_node_gc = true;
+        } else if free_secs >= u64::from(2 * NODE_GC_SECTIONS) {
+            ws.gc.require_node_gc = false;
+        }
+        let penalty = if opts.gc_node_penalty && !ws.gc.require_node_gc {
+            bps
+        } else {
+            0
+        };
+        let Some((sec, kind)) = ws.segs.victim(opts.gc_policy, penalty, None) else {
+            return Ok(None);
+        };
+        let mut moved = 0u64;
+        for segno in ws.segs.section_segments(sec) {
+            let offs = ws.segs.valid_offsets(segno);
+            if offs.is_empty() {
+                continue;
+            }
+            let ssa = u64::from(v.layout.ssa);
+            let sums = ws.segs.summary_of(segno, |s| {
+                read_block(&*v.dev, ssa + u64::from(s), IoCause::Meta, "SSA block")
+            })?;
+            moved += match kind {
+                VictimKind::Data => self.move_data(ws, segno, &offs, &sums)?,
+                VictimKind::Node => self.move_nodes(ws, segno, &offs, &sums)?,
+            };
+        }
+        let st = &mut ws.gc.stats;
+        match caller {
+            Caller::Foreground => st.foreground_runs += 1,
+            Caller::Background => st.background_runs += 1,
+            Caller::Request => st.requested_runs += 1,
+        }
+        match kind {
+            VictimKind::Data => st.data_victims += 1,
+            VictimKind::Node => st.node_victims += 1,
+        }
+        if kind == VictimKind::Data && ws.segs.section_valid(sec) > 0 {
+            // What is left could not be moved (stale summaries): do not pick it again
+            // until one of its blocks changes.
+            ws.segs.set_unmovable(sec);
+        }
+        Ok(Some(Cleaned {
+            section: sec,
+            moved,
+        }))
+    }
+
+    /// Moves the valid data blocks at `offs` of segment `segno` to the cold data log.
+    fn move_data(
+        &self,
+        ws: &mut WriteState,
+        segno: u32,
+        offs: &[usize],
+        sums: &[RawSummary],
+    ) -> Result<u64> {
+        let v = self.vol();
+        let dev = &*v.dev;
+        let base = ws.segs.seg_start(segno);
+        // 1. The owners, checked.
+        let mut editing: HashMap<u32, Editing> = HashMap::new();
+        let mut owned: Vec<Owned> = Vec::new();
+        for &off in offs {
+            let addr = base + off as u32;
+            let Some(sum) = sums.get(off).copied() else {
+                continue;
+            };
+            match self.owner_of(&mut editing, addr, &sum)? {
+                Some(ino) => owned.push(Owned { addr, sum, ino }),
+                None => {
+                    ws.gc.stats.stale_summaries += 1;
+                    tracing::warn!(
+                        "cleaner: block {addr} (segment {segno}) is valid but its summary (nid {}, offset {}) does not point at it; left in place",
+                        sum.nid.get(),
+                        sum.ofs_in_node.get()
+                    );
+                }
+            }
+        }
+        if owned.is_empty() {
+            return Ok(0);
+        }
+        // 2. Read in runs, write to the cold data log, before anything points at the copies.
+        let mut old = vec![0u8; BLOCKS_PER_SEG as usize * BLOCK_SIZE];
+        let lo = owned.iter().map(|o| o.addr).min().unwrap_or(base);
+        let hi = owned.iter().map(|o| o.addr).max().unwrap_or(base);
+        let span = (hi - lo + 1) as usize;
+        if let Some(buf) = old.get_mut(..span * BLOCK_SIZE) {
+            v.read_data(u64::from(lo), buf, "data block the cleaner moves")?;
+        }
+        let mut copies: BTreeMap<u32, Block> = BTreeMap::new();
+        let mut moves: Vec<(Owned, u32)> = Vec::with_capacity(owned.len());
+        for o in owned {
+            let at = (o.addr - lo) as usize * BLOCK_SIZE;
+            let mut b = [0u8; BLOCK_SIZE];
+            if let Some(src) = old.get(at..at + BLOCK_SIZE) {
+                b.copy_from_slice(src);
+            }
+            let new = ws.segs.alloc(Log::ColdData, o.sum)?;
+            copies.insert(new, b);
+            moves.push((o, new));
+        }
+        write_runs(dev, &copies, IoCause::GcData)?;
+        ws.sync.data_since_flush = true;
+        // 3. Link the copies; the old blocks go.
+        let mut inodes_changed: Vec<u32> = Vec::new();
+        for (o, new) in &moves {
+            let nid = o.sum.nid.get();
+            let ofs = usize::from(o.sum.ofs_in_node.get());
+            let Some(e) = editing.get_mut(&o.ino) else {
+                continue;
+            };
+            if nid == o.ino {
+                let at = e.addr_slot(ofs);
+                e.set_u32(at, *new);
+                if !inodes_changed.contains(&o.ino) {
+                    inodes_changed.push(o.ino);
+                }
+            } else {
+                let is_dir = e.inode.file_type == FileType::Directory;
+                let (mut b, log) = self.node_for_edit(nid, o.ino, is_dir)?;
+                if let Some(slot) = b.get_mut(ofs * 4..ofs * 4 + 4) {
+                    slot.copy_from_slice(&new.to_le_bytes());
+                }
+                v.nodes.put_dirty_gc(nid, b, log)?;
+            }
+            ws.segs.invalidate(o.addr);
+        }
+        for ino in inodes_changed {
+            if let Some(mut e) = editing.remove(&ino) {
+                fix_checksum(self, &mut e.block);
+                let log = if e.inode.file_type == FileType::Directory {
+                    Log::HotNode
+                } else {
+                    Log::WarmNode
+                };
+                v.nodes.put_dirty_gc(ino, e.block, log)?;
+                v.forget_inode(ino);
+            }
+        }
+        let n = moves.len() as u64;
+        ws.gc.stats.data_blocks_moved += n;
+        Ok(n)
+    }
+
+    /// The inode owning data block `addr` if the slot its summary names points at it (the
+    /// inode is opened for editing in `editing`); `None` for a stale summary.
+    fn owner_of(
+        &self,
+        editing: &mut HashMap<u32, Editing>,
+        addr: u32,
+        sum: &RawSummary,
+    ) -> Result<Option<u32>> {
+        let v = self.vol();
+        let nid = sum.nid.get();
+        let ofs = usize::from(sum.ofs_in_node.get());
+        let Ok(Some(ne)) = v.nat.lookup(&*v.dev, nid) else {
+            return Ok(None);
+        };
+        if ne.version != sum.version {
+            return Ok(None);
+        }
+        let ino = ne.ino;
+        if let std::collections::hash_map::Entry::Vacant(slot) = editing.entry(ino) {
+            match self.edit(ino) {
+                Ok(e) => {
+                    slot.insert(e);
+                }
+                Err(Error::Corrupt(_)) => return Ok(None),
+                Err(e) => return Err(e),
+            }
+        }
+        let Some(e) = editing.get(&ino) else {
+            return Ok(None);
+        };
+        let cur = if nid == ino {
+            if ofs >= e.inode.addr_slots() {
+                return Ok(None);
+            }
+            get32(&e.block, e.addr_slot(ofs))
+        } else {
+            let is_dir = e.inode.file_type == FileType::Directory;
+            let Ok((b, _)) = self.node_for_edit(nid, ino, is_dir) else {
+                return Ok(None);
+            };
+            let f = Footer::of(&b);
+            if is_indirect(u64::from(f.ofs())) || ofs as u64 >= uf2fs_format::node::ADDRS_PER_BLOCK
+            {
+                return Ok(None);
+            }
+            entry(&b, ofs as u64)
+        };
+        Ok((cur == addr).then_some(ino))
+    }
+
+    /// Marks the live nodes among the valid blocks of node segment `segno` dirty, so that the
+    /// next checkpoint moves them.
+    fn move_nodes(
+        &self,
+        ws: &mut WriteState,
+        segno: u32,
+        offs: &[usize],
+        sums: &[RawSummary],
+    ) -> Result<u64> {
+        let v = self.vol();
+        let dev = &*v.dev;
+        let base = ws.segs.seg_start(segno);
+        let log = ws.segs.seg_log(segno).unwrap_or(Log::WarmNode);
+        let mut moved = 0;
+        for &off in offs {
+            let addr = base + off as u32;
+            let nid = sums.get(off).map(|s| s.nid.get()).unwrap_or(0);
+            let live = match v.nat.lookup(dev, nid) {
+                Ok(Some(ne)) if ne.block_addr == addr => Some(ne),
+                _ => None,
+            };
+            let Some(ne) = live else {
+                ws.gc.stats.stale_summaries += 1;
+                tracing::warn!(
+                    "cleaner: node block {addr} (segment {segno}) is valid but nid {nid} is not there; left in place"
+                );
+                continue;
+            };
+            let (b, dirty_log) = v.nodes.get_for_edit(dev, &v.nat, nid, ne.ino)?;
+            if dirty_log.is_some() {
+                // Already changed: the next checkpoint moves it anyway.
+                continue;
+            }
+            v.nodes.put_dirty_gc(nid, b, log)?;
+            moved += 1;
+        }
+        ws.gc.stats.node_blocks_moved += moved;
+        Ok(moved)
+    }
+
+    /// Cleans up to `sections` sections now (or until no victim is left), then writes a
+    /// checkpoint so that what was cleaned is free. Returns the sections cleaned.
+    pub fn gc(&self, sections: u32) -> Result<u32> {
+        let mut done = 0;
+        while done < sections {
+            let mut ws = self.ws_settled()?;
+            let r = self.clean_one(&mut ws, Caller::Request);
+            match r {
+                Ok(Some(_)) => done += 1,
+                Ok(None) => break,
+                Err(e) => {
+                    if matches!(e, Error::Io { .. } | Error::Corrupt(_)) {
+                        ws.failed = Some(format!("cleaner: {e}"));
+                    }
+                    return Err(e);
+                }
+            }
+        }
+        self.sync()?;
+        Ok(done)
+    }
+}
+
+/// Free sections at or below which node sections lose their penalty (the seed's
+/// `require_node_gc`); they regain it at twice as many.
+pub(crate) const NODE_GC_SECTIONS: u32 = 4;
+
+impl Policy {
+    /// The policies, by the name `-o gc_policy=` takes.
+    pub fn parse(s: &str) -> Option<Policy> {
+        [Policy::Greedy, Policy::CostBenefit, Policy::AgeThreshold]
+            .into_iter()
+            .find(|p| p.name() == s)
+    }
+}

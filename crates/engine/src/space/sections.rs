@@ -1,0 +1,137 @@
+//! Sections, the cleaner's unit: how many valid blocks each holds, how old its data is, and
+//! which ones are victims the cleaner may pick.
+//!
+//! A section is a candidate when it holds some valid blocks but is not full, none of its
+//! segments is a log's current segment, and recovery does not hold it. Candidates live in the
+//! victim index (`crate::victim`), which finds the best one under each policy without a scan.
+//!
+//! Age is counted on an allocation clock (blocks allocated since mount), finer than the SIT's
+//! seconds: a section's age stamp is the clock when a block was last written into it.
+//! Sections found in use at mount get stamps below every new one, in the order of their SIT
+//! mtimes, so that cost-benefit still sees the oldest data as oldest.
+
+use crate::victim::{Kind, Pick, VictimIndex};
+
+/// How the cleaner chooses its victim (`-o gc_policy=`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Policy {
+    /// The fewest valid blocks.
+    Greedy,
+    /// The most free space gained per block moved, weighted by age (LFS's cost-benefit).
+    CostBenefit,
+    /// Among sections older than a threshold, the fewest valid blocks (the kernel's ATGC).
+    AgeThreshold,
+}
+
+impl Policy {
+    pub fn name(self) -> &'static str {
+        match self {
+            Policy::Greedy => "greedy",
+            Policy::CostBenefit => "cost-benefit",
+            Policy::AgeThreshold => "age-threshold",
+        }
+    }
+}
+
+/// Whether a victim holds data or node blocks.
+pub(crate) type VictimKind = Kind;
+
+pub(crate) struct Sections {
+    valid: Vec<u32>,
+    stamp: Vec<u64>,
+    clock: u64,
+    index: VictimIndex,
+    blocks_per_section: u32,
+}
+
+impl Sections {
+    pub fn new(main_segments: u32, segs_per_sec: u32) -> Sections {
+        let n = main_segments / segs_per_sec.max(1);
+        let cap = segs_per_sec.max(1) * uf2fs_format::BLOCKS_PER_SEG;
+        Sections {
+            valid: vec![0; n as usize],
+            stamp: vec![0; n as usize],
+            clock: 0,
+            index: VictimIndex::new(n, cap),
+            blocks_per_section: cap,
+        }
+    }
+
+    pub fn count(&self) -> u32 {
+        self.valid.len() as u32
+    }
+
+    pub fn blocks_per_section(&self) -> u32 {
+        self.blocks_per_section
+    }
+
+    pub fn valid(&self, sec: u32) -> u32 {
+        self.valid.get(sec as usize).copied().unwrap_or(0)
+    }
+
+    /// The allocation clock now.
+    pub fn now(&self) -> u64 {
+        self.clock
+    }
+
+    /// Sets what mount found: valid blocks and an age stamp (the caller orders them).
+    pub fn load(&mut self, sec: u32, valid: u32, stamp: u64) {
+        if let Some(v) = self.valid.get_mut(sec as usize) {
+            *v = valid;
+        }
+        if let Some(s) = self.stamp.get_mut(sec as usize) {
+            *s = stamp;
+        }
+        self.clock = self.clock.max(stamp + 1);
+    }
+
+    pub fn added(&mut self, sec: u32, written: bool) {
+        if let Some(v) = self.valid.get_mut(sec as usize) {
+            *v += 1;
+        }
+        if written {
+            if let Some(s) = self.stamp.get_mut(sec as usize) {
+                *s = self.clock;
+            }
+            self.clock += 1;
+        }
+    }
+
+    pub fn removed(&mut self, sec: u32) {
+        if let Some(v) = self.valid.get_mut(sec as usize) {
+            *v = v.saturating_sub(1);
+        }
+    }
+
+    /// Puts `sec` in the victim index as `kind`, or takes it out (`None`).
+    pub fn set_candidate(&mut self, sec: u32, kind: Option<Kind>) {
+        match kind {
+            Some(k) => {
+                let (v, s) = (self.valid(sec), self.stamp.get(sec as usize).copied());
+                self.index.set(sec, k, v, s.unwrap_or(0));
+            }
+            None => {
+                self.index.remove(sec);
+            }
+        }
+    }
+
+    pub fn candidates(&self) -> usize {
+        self.index.len()
+    }
+
+    /// The best victim under `policy`; node sections weigh `node_penalty` blocks more.
+    pub fn pick(&self, policy: Policy, node_penalty: u32, only: Option<Kind>) -> Option<u32> {
+        self.index.pick(&Pick {
+            policy: match policy {
+                Policy::Greedy => crate::victim::Policy::Greedy,
+                Policy::CostBenefit => crate::victim::Policy::CostBenefit,
+                Policy::AgeThreshold => crate::victim::Policy::AgeThreshold,
+            },
+            now: self.clock,
+            node_penalty,
+            only,
+        })
+    }
+}

@@ -1,0 +1,112 @@
+//! The cleaner: a volume kept nearly full under constant rewrites keeps working (no ENOSPC
+//! while the user's data fits), every byte reads back as last written, before and after a
+//! remount, and fsck.f2fs finds the image clean.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic,
+    reason = "test code: a panic is the failure report"
+)]
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use uf2fs_engine::uf2fs_device::FileDevice;
+use uf2fs_engine::{mkfs, Fs, MkfsOptions};
+use uf2fs_testkit::{assert_fsck_clean, scratch, Rng};
+
+const BS: usize = 4096;
+
+fn image(dir: &Path, mib: u64, ovp: Option<f64>, segs_per_sec: u32) -> PathBuf {
+    let img = dir.join("img");
+    std::fs::File::create(&img)
+        .unwrap()
+        .set_len(mib << 20)
+        .unwrap();
+    mkfs(
+        &FileDevice::open(&img, true).unwrap(),
+        &MkfsOptions {
+            overprovision: ovp,
+            segs_per_sec,
+            ..MkfsOptions::default()
+        },
+    )
+    .unwrap();
+    img
+}
+
+/// Fills one file to `pct`% of the user space, then overwrites random blocks `passes` times
+/// the file's size (an fsync every `fsync_every` writes, 0 for none), checking every block
+/// against a model at the end and after a remount.
+fn rewrite_nearly_full(name: &str, mib: u64, segs_per_sec: u32, pct: u64, passes: u64, fsync_every: u64) {
+    let dir = scratch(name);
+    let img = image(&dir, mib, None, segs_per_sec);
+    let fs = Fs::open_rw(&img).unwrap();
+    let st = fs.statfs();
+    let blocks = st.blocks_avail * pct / 100;
+    let ino = fs
+        .create_node(fs.root_ino(), b"f", common::node(0o100644))
+        .unwrap();
+    let mut rng = Rng::new(7);
+    let mut model = rng.bytes(blocks as usize * BS);
+    for (i, chunk) in model.chunks(256 * BS).enumerate() {
+        fs.write(ino, (i * 256 * BS) as u64, chunk).unwrap();
+    }
+    fs.sync().unwrap();
+    let writes = blocks * passes;
+    for n in 0..writes {
+        let b = rng.below(blocks) as usize;
+        let data = rng.bytes(BS);
+        model[b * BS..(b + 1) * BS].copy_from_slice(&data);
+        if let Err(e) = fs.write(ino, (b * BS) as u64, &data) {
+            let s = fs.status().unwrap();
+            panic!(
+                "write {n} of {writes} (file {blocks} blocks of {} user blocks): {e}\n{}",
+                st.blocks,
+                serde_json::to_string_pretty(&s).unwrap()
+            );
+        }
+        if fsync_every > 0 && n % fsync_every == fsync_every - 1 {
+            fs.fsync(ino, false).unwrap();
+        }
+    }
+    let status = fs.status().unwrap();
+    let gc = &status.gc;
+    assert!(
+        gc.data_blocks_moved > 0 && gc.sections_freed > 0,
+        "the cleaner never ran: {gc:?}"
+    );
+    let check = |fs: &Fs| {
+        let mut got = vec![0u8; model.len()];
+        assert_eq!(fs.read(ino, 0, &mut got).unwrap(), model.len());
+        let bad = (0..blocks as usize)
+            .find(|&b| got[b * BS..(b + 1) * BS] != model[b * BS..(b + 1) * BS]);
+        assert_eq!(bad, None, "block {bad:?} differs from the last write");
+    };
+    check(&fs);
+    fs.unmount().unwrap();
+    assert_fsck_clean(&img);
+    let fs = Fs::open(&img).unwrap();
+    check(&fs);
+    eprintln!(
+        "{name}: {writes} writes, gc {:?}, device blocks by cause {:?}",
+        gc, status.io.written_blocks
+    );
+}
+
+#[test]
+fn random_overwrites_of_a_nearly_full_volume_never_run_out_of_space() {
+    rewrite_nearly_full("gc-nofsync", 192, 1, 95, 3, 0);
+}
+
+#[test]
+fn random_overwrites_with_fsync_keep_every_byte() {
+    rewrite_nearly_full("gc-fsync", 192, 1, 95, 2, 64);
+}
+
+#[test]
+fn sections_of_several_segments_are_cleaned_whole() {
+    rewrite_nearly_full("gc-sections", 320, 4, 90, 2, 0);
+}
