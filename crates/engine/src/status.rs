@@ -40,7 +40,6 @@ pub struct CheckpointStats {
     pub merged: u64,
 }
 
-
 #[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct IoStats {
     /// Blocks written to the device since mount, by cause.

@@ -29,7 +29,10 @@ pub struct VictimIndex {
 
 impl VictimIndex {
     pub fn new(_sections: u32, cap: u32) -> VictimIndex {
-        VictimIndex { cap, map: BTreeMap::new() }
+        VictimIndex {
+            cap,
+            map: BTreeMap::new(),
+        }
     }
     pub fn set(&mut self, sec: u32, kind: Kind, valid: u32, stamp: u64) {
         self.map.insert(sec, (kind, valid, stamp));

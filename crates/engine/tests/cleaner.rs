@@ -40,7 +40,14 @@ fn image(dir: &Path, mib: u64, ovp: Option<f64>, segs_per_sec: u32) -> PathBuf {
 /// Fills one file to `pct`% of the user space, then overwrites random blocks `passes` times
 /// the file's size (an fsync every `fsync_every` writes, 0 for none), checking every block
 /// against a model at the end and after a remount.
-fn rewrite_nearly_full(name: &str, mib: u64, segs_per_sec: u32, pct: u64, passes: u64, fsync_every: u64) {
+fn rewrite_nearly_full(
+    name: &str,
+    mib: u64,
+    segs_per_sec: u32,
+    pct: u64,
+    passes: u64,
+    fsync_every: u64,
+) {
     let dir = scratch(name);
     let img = image(&dir, mib, None, segs_per_sec);
     let fs = Fs::open_rw(&img).unwrap();

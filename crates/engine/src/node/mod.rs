@@ -61,7 +61,11 @@ impl Nodes {
     /// Keeps a node the cleaner changed until the next checkpoint; it counts as changed by
     /// the cleaner only if nothing else had changed it since it was last written.
     pub fn put_dirty_gc(&self, nid: u32, block: Block, log: Log) -> Result<()> {
-        let was_dirty = self.dirty.lock().map(|d| d.contains_key(&nid)).unwrap_or(true);
+        let was_dirty = self
+            .dirty
+            .lock()
+            .map(|d| d.contains_key(&nid))
+            .unwrap_or(true);
         if !was_dirty {
             if let Ok(mut g) = self.gc_only.lock() {
                 g.insert(nid);
@@ -72,7 +76,10 @@ impl Nodes {
 
     /// Whether dirty node `nid` was changed by the cleaner alone.
     pub fn is_gc_only(&self, nid: u32) -> bool {
-        self.gc_only.lock().map(|g| g.contains(&nid)).unwrap_or(false)
+        self.gc_only
+            .lock()
+            .map(|g| g.contains(&nid))
+            .unwrap_or(false)
     }
 
     fn keep_dirty(&self, nid: u32, block: Block, log: Log) -> Result<()> {

@@ -17,8 +17,8 @@ mod sections;
 pub(crate) mod sit;
 
 pub use sections::Policy;
-pub(crate) use sections::VictimKind;
 use sections::Sections;
+pub(crate) use sections::VictimKind;
 use std::collections::BTreeSet;
 use uf2fs_format::checkpoint::Checkpoint;
 use uf2fs_format::sit::SitEntry;
@@ -297,7 +297,17 @@ impl Space {
                 .filter(|&s| self.is_free(s))
                 .count() as u64
         );
-        free * u64::from(BLOCKS_PER_SEG)
+        let sps = self.layout.segs_per_sec.max(1);
+        if sps == 1 {
+            return free * u64::from(BLOCKS_PER_SEG);
+        }
+        // A log moves to a wholly free section when its own runs out, and what is left of
+        // a log's section serves that log only: count the free sections. (A scan over
+        // sections: cheap at the section counts that multi-segment sections give.)
+        let whole = (0..self.sections.count())
+            .filter(|&sec| (sec * sps..(sec + 1) * sps).all(|s| self.is_free(s)))
+            .count() as u64;
+        whole * u64::from(sps) * u64::from(BLOCKS_PER_SEG)
     }
 
     fn is_free_but_reserved(&self, segno: u32) -> bool {
@@ -496,10 +506,7 @@ impl Space {
         let sps = self.layout.segs_per_sec.max(1);
         let valid = self.sections.valid(sec);
         let segs = sec * sps..(sec + 1) * sps;
-        let held = self
-            .cursegs
-            .iter()
-            .any(|c| segs.contains(&c.segno))
+        let held = self.cursegs.iter().any(|c| segs.contains(&c.segno))
             || self.reserved.range(segs.clone()).next().is_some()
             || self.unmovable.contains(&sec);
         let kind = if held || valid == 0 || valid >= self.sections.blocks_per_section() {
@@ -574,7 +581,11 @@ impl Space {
     pub fn valid_offsets(&self, segno: u32) -> Vec<usize> {
         self.entries
             .get(segno as usize)
-            .map(|e| (0..BLOCKS_PER_SEG as usize).filter(|&o| bit(&e.valid_map, o)).collect())
+            .map(|e| {
+                (0..BLOCKS_PER_SEG as usize)
+                    .filter(|&o| bit(&e.valid_map, o))
+                    .collect()
+            })
             .unwrap_or_default()
     }
 
@@ -589,10 +600,13 @@ impl Space {
         if let Some(c) = self.cursegs.iter().find(|c| c.segno == segno) {
             return Ok(c.sum.clone());
         }
-        let queued = self
-            .patched
-            .get(&segno)
-            .or_else(|| self.closed.iter().rev().find(|(s, _)| *s == segno).map(|(_, b)| b));
+        let queued = self.patched.get(&segno).or_else(|| {
+            self.closed
+                .iter()
+                .rev()
+                .find(|(s, _)| *s == segno)
+                .map(|(_, b)| b)
+        });
         let block: Block = match queued {
             Some(b) => **b,
             None => read_ssa(segno)?,
