@@ -66,6 +66,15 @@ enum Cmd {
     Umount { mountpoint: PathBuf },
     /// Write a checkpoint of a live mount now.
     Sync { mountpoint: PathBuf },
+    /// Clean sections now (the cleaner's victims, by the mount's policy), then write a
+    /// checkpoint so that they are free: through the daemon of a mount, or on an image.
+    Gc {
+        /// A mount point (asks its daemon) or an image (cleans it in place).
+        target: PathBuf,
+        /// Sections to clean at most (fewer when no section is worth cleaning).
+        #[arg(long, default_value_t = 1)]
+        sections: u32,
+    },
     /// Usage, segments, checkpoints, cleaning and writes of a mount (live) or an image.
     Status {
         /// A mount point (asks its daemon) or an image (reads its checkpoint).
@@ -241,6 +250,7 @@ fn main() -> ExitCode {
         }),
         Cmd::Umount { mountpoint } => mount::umount(&mountpoint),
         Cmd::Sync { mountpoint } => mount::sync(&mountpoint),
+        Cmd::Gc { target, sections } => mount::gc(&target, sections),
         Cmd::Status { target, json } => mount::status(&target, json),
         Cmd::Fsck { image, json } => show::fsck(&image, json),
         Cmd::Info { image, json } => show::info(&image, json),

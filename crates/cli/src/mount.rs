@@ -107,6 +107,23 @@ pub fn sync(mountpoint: &Path) -> CliResult {
     Ok(())
 }
 
+pub fn gc(target: &Path, sections: u32) -> CliResult {
+    let done = if target.is_dir() {
+        let answer = request(target, &format!("gc {sections}")).map_err(Failure::Msg)?;
+        answer
+            .strip_prefix("ok ")
+            .and_then(|n| n.trim().parse::<u32>().ok())
+            .ok_or_else(|| Failure::Msg(format!("the daemon's answer: {answer}")))?
+    } else {
+        let fs = crate::write::open_rw(target)?;
+        let done = fs.gc(sections)?;
+        fs.unmount()?;
+        done
+    };
+    println!("{done} sections cleaned");
+    Ok(())
+}
+
 pub fn status(target: &Path, json: bool) -> CliResult {
     let v: Value = if target.is_dir() {
         let answer = request(target, "status").map_err(Failure::Msg)?;
@@ -213,10 +230,24 @@ fn print_status(out: &mut impl Write, v: &Value) -> std::io::Result<()> {
     }
     writeln!(
         out,
-        "gc:           {} runs, {} sections freed, {} blocks moved",
-        n("/gc/runs"),
-        n("/gc/sections_freed"),
-        n("/gc/blocks_moved")
+        "gc:           policy {}: {} sections cleaned ({} foreground, {} background, {} requested; {} data, {} node victims), {} freed",
+        v.pointer("/gc/policy").and_then(Value::as_str).unwrap_or("-"),
+        n("/gc/foreground_runs") + n("/gc/background_runs") + n("/gc/requested_runs"),
+        n("/gc/foreground_runs"),
+        n("/gc/background_runs"),
+        n("/gc/requested_runs"),
+        n("/gc/data_victims"),
+        n("/gc/node_victims"),
+        n("/gc/sections_freed")
+    )?;
+    writeln!(
+        out,
+        "              moved {} data and {} node blocks; {} checkpoints for space; {} stale summaries skipped; longest wait for space {} ms",
+        n("/gc/data_blocks_moved"),
+        n("/gc/node_blocks_moved"),
+        n("/gc/checkpoints_for_space"),
+        n("/gc/stale_summaries"),
+        n("/gc/worst_wait_us") / 1000
     )?;
     let (mut total, mut causes) = (0, Vec::new());
     if let Some(Value::Object(m)) = v.pointer("/io/written_blocks") {

@@ -11,7 +11,7 @@ use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::Path;
 use uf2fs_engine::{Error, Fs, NewInode};
 
-fn open_rw(image: &Path) -> Result<Fs, Failure> {
+pub(crate) fn open_rw(image: &Path) -> Result<Fs, Failure> {
     Fs::open_rw(image).map_err(|e| Failure::Msg(format!("image {}: {e}", image.display())))
 }
 

@@ -85,6 +85,7 @@ impl Fs {
                     ws.sync.stats,
                     crate::gc::GcStats {
                         policy: self.options().gc_policy.name(),
+                        candidate_sections: ws.segs.candidates() as u64,
                         ..ws.gc.stats.clone()
                     },
                 ))

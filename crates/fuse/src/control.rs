@@ -148,6 +148,17 @@ fn answer(
             Some(Err(e)) => format!("error: {e}"),
             None => "error: the volume is being unmounted".into(),
         },
+        gc if gc.starts_with("gc ") => {
+            let n = gc.trim_start_matches("gc ").trim().parse::<u32>();
+            match (n, fs.upgrade()) {
+                (Err(_), _) => "error: gc takes a section count".into(),
+                (Ok(n), Some(fs)) => match fs.gc(n) {
+                    Ok(done) => format!("ok {done}"),
+                    Err(e) => format!("error: {e}"),
+                },
+                (_, None) => "error: the volume is being unmounted".into(),
+            }
+        }
         "unmount" => {
             waiters.add(conn);
             if let Err(e) = unmount(unmounter) {

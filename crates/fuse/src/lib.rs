@@ -86,6 +86,9 @@ pub fn serve(
         inline_dentry: opts.inline_dentry,
         fsync_mode: opts.fsync_mode,
         checkpoint_merge: opts.checkpoint_merge,
+        gc_policy: opts.gc_policy,
+        gc_node_penalty: opts.gc_node_penalty,
+        background_gc: opts.background_gc,
     });
     let fs = Arc::new(fs);
     let paths = control_paths(&mountpoint)?;
@@ -176,6 +179,9 @@ pub fn serve(
             })
         }
     };
+    if fs.is_writable() && opts.background_gc != uf2fs_engine::BackgroundGc::Off {
+        spawn_cleaner(Arc::downgrade(&fs));
+    }
     let first = status()?;
     let waiters = control::Waiters::default();
     control::spawn(
@@ -222,4 +228,32 @@ pub fn serve(
     }
     waiters.finish(&outcome);
     outcome
+}
+
+/// The background cleaner (`background_gc=on|sync`): steps while there is work, naps when
+/// there is none or a change holds the write lock; ends with the volume.
+fn spawn_cleaner(fs: std::sync::Weak<uf2fs_engine::Fs>) {
+    let spawned = std::thread::Builder::new()
+        .name("uf2fs-gc".into())
+        .spawn(move || loop {
+            let Some(fs) = fs.upgrade() else {
+                return;
+            };
+            let worked = match fs.background_gc_step() {
+                Ok(w) => w,
+                Err(e) => {
+                    tracing::error!("background cleaner stopped: {e}");
+                    return;
+                }
+            };
+            drop(fs);
+            std::thread::sleep(std::time::Duration::from_millis(if worked {
+                1
+            } else {
+                50
+            }));
+        });
+    if let Err(e) = spawned {
+        tracing::error!("background cleaner not started: {e}");
+    }
 }

@@ -6,20 +6,12 @@ use serde::Serialize;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
-pub enum BackgroundGc {
-    On,
-    Off,
-    Sync,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
 pub enum AllocMode {
     Adaptive,
     Lfs,
 }
 
-pub use uf2fs_engine::FsyncMode;
+pub use uf2fs_engine::{BackgroundGc, FsyncMode, GcPolicy};
 
 /// When reads update a file's access time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -49,6 +41,11 @@ pub struct MountOptions {
     /// The kernel checks permissions from the mode bits (always on; accepted for clarity).
     pub default_permissions: bool,
     pub background_gc: BackgroundGc,
+    /// How the cleaner picks victims (`gc_policy=greedy|cost-benefit|age-threshold`).
+    pub gc_policy: GcPolicy,
+    /// Node sections weigh one section more as victims unless free sections run short
+    /// (`gc_node_penalty=on|off`; seed 000's data-first selection).
+    pub gc_node_penalty: bool,
     pub checkpoint_merge: bool,
     pub mode: AllocMode,
     pub fsync_mode: FsyncMode,
@@ -68,6 +65,8 @@ impl Default for MountOptions {
             access: Access::Owner,
             default_permissions: true,
             background_gc: BackgroundGc::On,
+            gc_policy: GcPolicy::Greedy,
+            gc_node_penalty: true,
             checkpoint_merge: true,
             mode: AllocMode::Adaptive,
             fsync_mode: FsyncMode::Posix,
@@ -141,6 +140,19 @@ impl MountOptions {
                     _ => return bad_value(v, "on, off, sync"),
                 }
             }
+            ("gc_policy", Some(v)) => {
+                self.gc_policy = match GcPolicy::parse(v) {
+                    Some(p) => p,
+                    None => return bad_value(v, "greedy, cost-benefit, age-threshold"),
+                }
+            }
+            ("gc_node_penalty", Some(v)) => {
+                self.gc_node_penalty = match v {
+                    "on" => true,
+                    "off" => false,
+                    _ => return bad_value(v, "on, off"),
+                }
+            }
             ("checkpoint_merge", None) => self.checkpoint_merge = true,
             ("nocheckpoint_merge", None) => self.checkpoint_merge = false,
             ("mode", Some(v)) => {
@@ -189,7 +201,7 @@ impl MountOptions {
                 | "inline_xattr",
                 Some(_),
             ) => return Err(format!("mount option {key} takes no value")),
-            ("background_gc" | "mode" | "fsync_mode", None) => {
+            ("background_gc" | "mode" | "fsync_mode" | "gc_policy" | "gc_node_penalty", None) => {
                 return Err(format!("mount option {key} needs a value ({key}=...)"))
             }
             _ => return Err(format!("unknown mount option '{opt}'")),

@@ -75,6 +75,8 @@ pub struct GcStats {
     pub worst_wait_us: u64,
     /// The policy victims are picked by.
     pub policy: &'static str,
+    /// Sections in the victim index now.
+    pub candidate_sections: u64,
 }
 
 /// The cleaner's state under the write lock.
@@ -154,8 +156,15 @@ impl Fs {
                 fruitless = if freed == 0 { fruitless + 1 } else { 0 };
                 continue;
             }
-            if room_to_clean && self.clean_one(ws, Caller::Foreground)?.is_some() {
-                continue;
+            if room_to_clean {
+                if let Some(c) = self.clean_one(ws, Caller::Foreground)? {
+                    tracing::debug!(
+                        "foreground cleaning: section {} ({} blocks moved)",
+                        c.section,
+                        c.moved
+                    );
+                    continue;
+                }
             }
             if can_checkpoint {
                 ws.cp.requests += 1;
@@ -417,6 +426,61 @@ impl Fs {
         }
         ws.gc.stats.node_blocks_moved += moved;
         Ok(moved)
+    }
+
+    /// One step of the background cleaner: cleans a section, or writes the checkpoint that
+    /// frees what was cleaned, when free space is below the high-water mark (a tenth of the
+    /// sections beyond the reserve, at least eight). Takes the write lock only if no change
+    /// holds it (it yields to requests). Returns whether it did anything.
+    pub fn background_gc_step(&self) -> Result<bool> {
+        let v = self.vol();
+        let Some(lock) = v.write.as_ref() else {
+            return Ok(false);
+        };
+        if v.options.background_gc == crate::vol::BackgroundGc::Off {
+            return Ok(false);
+        }
+        let mut ws = match lock.try_lock() {
+            Ok(ws) => ws,
+            Err(std::sync::TryLockError::WouldBlock) => return Ok(false),
+            Err(std::sync::TryLockError::Poisoned(_)) => {
+                return Err(Error::InvalidArgument("internal lock poisoned"))
+            }
+        };
+        if ws.failed.is_some() || ws.cp.pending.is_some() {
+            return Ok(false);
+        }
+        let bps = u64::from(ws.segs.blocks_per_section());
+        let gc_room = 2 * bps + LOG_RESERVE;
+        let sections = u64::from(ws.segs.section_count());
+        let high = gc_room + bps * (sections / 10).max(8);
+        let dirty = v.nodes.dirty_count() as u64;
+        let writable = ws.segs.writable_blocks();
+        let prefree = ws.segs.prefree_segments() * u64::from(BLOCKS_PER_SEG);
+        let after_checkpoint = (writable + prefree).saturating_sub(dirty);
+        let r = if after_checkpoint < high && writable >= dirty + gc_room {
+            self.clean_one(&mut ws, Caller::Background)
+                .map(|c| c.is_some())
+        } else if prefree > 0
+            && (after_checkpoint >= high || writable < dirty + gc_room)
+            && dirty + LOG_RESERVE / 2 <= writable
+        {
+            let before = ws.segs.free_segments();
+            ws.cp.requests += 1;
+            ws.gc.stats.checkpoints_for_space += 1;
+            let r = write_checkpoint(v, &mut ws, false);
+            let freed = ws.segs.free_segments().saturating_sub(before);
+            ws.gc.stats.sections_freed += freed / u64::from(v.layout.segs_per_sec.max(1));
+            r.map(|()| freed > 0)
+        } else {
+            Ok(false)
+        };
+        if let Err(e) = &r {
+            if matches!(e, Error::Io { .. } | Error::Corrupt(_) | Error::NoSpace) {
+                ws.failed = Some(format!("cleaner: {e}"));
+            }
+        }
+        r
     }
 
     /// Cleans up to `sections` sections now (or until no victim is left), then writes a

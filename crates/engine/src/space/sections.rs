@@ -70,11 +70,6 @@ impl Sections {
         self.valid.get(sec as usize).copied().unwrap_or(0)
     }
 
-    /// The allocation clock now.
-    pub fn now(&self) -> u64 {
-        self.clock
-    }
-
     /// Sets what mount found: valid blocks and an age stamp (the caller orders them).
     pub fn load(&mut self, sec: u32, valid: u32, stamp: u64) {
         if let Some(v) = self.valid.get_mut(sec as usize) {
