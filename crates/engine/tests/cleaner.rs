@@ -43,13 +43,14 @@ fn image(dir: &Path, mib: u64, ovp: Option<f64>, segs_per_sec: u32) -> PathBuf {
 fn rewrite_nearly_full(
     name: &str,
     mib: u64,
+    ovp: Option<f64>,
     segs_per_sec: u32,
     pct: u64,
     passes: u64,
     fsync_every: u64,
 ) {
     let dir = scratch(name);
-    let img = image(&dir, mib, None, segs_per_sec);
+    let img = image(&dir, mib, ovp, segs_per_sec);
     let fs = Fs::open_rw(&img).unwrap();
     let st = fs.statfs();
     let blocks = st.blocks_avail * pct / 100;
@@ -105,15 +106,22 @@ fn rewrite_nearly_full(
 
 #[test]
 fn random_overwrites_of_a_nearly_full_volume_never_run_out_of_space() {
-    rewrite_nearly_full("gc-nofsync", 192, 1, 95, 3, 0);
+    rewrite_nearly_full("gc-nofsync", 192, None, 1, 95, 3, 0);
 }
 
 #[test]
 fn random_overwrites_with_fsync_keep_every_byte() {
-    rewrite_nearly_full("gc-fsync", 192, 1, 95, 2, 64);
+    rewrite_nearly_full("gc-fsync", 192, None, 1, 95, 2, 64);
 }
 
 #[test]
 fn sections_of_several_segments_are_cleaned_whole() {
-    rewrite_nearly_full("gc-sections", 320, 4, 90, 2, 0);
+    rewrite_nearly_full("gc-sections", 320, None, 4, 90, 2, 0);
+}
+
+#[test]
+fn the_benchmark_geometry_runs_at_ninety_percent() {
+    // 512 MiB at 5% overprovision, one file at 90% of the user space (the README's
+    // kernel-f2fs example).
+    rewrite_nearly_full("gc-512", 512, Some(5.0), 1, 90, 2, 0);
 }

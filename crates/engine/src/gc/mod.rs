@@ -101,9 +101,21 @@ struct Owned {
     ino: u32,
 }
 
-/// Blocks kept free beyond the dirty nodes for the logs' next segments (a checkpoint may
-/// open one in each node log).
-const LOG_RESERVE: u64 = 1024;
+/// Free space is counted in whole free sections, and a log that fills its section takes a
+/// new one whole. So room is reckoned in sections: a checkpoint may open a section in each of
+/// the three node logs (`cp_room`), the cleaner one in the cold data log, a change one in its
+/// own log.
+fn cp_room(bps: u64) -> u64 {
+    3 * bps
+}
+
+/// What cleaning may spend, given `writable` free blocks and `dirty` nodes: a victim's
+/// copies (its valid blocks, in a cold-log section that may be new) and the nodes they dirty
+/// (as many at most) must leave room for the checkpoint that frees it. `clean_one` takes a
+/// victim whose valid blocks, twice, fit.
+fn clean_budget(writable: u64, dirty: u64, bps: u64) -> u64 {
+    writable.saturating_sub(dirty + cp_room(bps) + bps)
+}
 
 /// Sections a change short of space cleans beyond its need before it writes the checkpoint
 /// that frees them: one checkpoint (and one rewrite of the direct nodes the moves touched)
@@ -118,10 +130,9 @@ impl Fs {
     pub(crate) fn make_room(&self, ws: &mut WriteState, blocks: u64) -> Result<()> {
         let v = self.vol();
         let bps = u64::from(ws.segs.blocks_per_section());
-        // The cleaner needs room for one section's copies and the direct nodes they dirty;
-        // a change leaves that, and one more section, free.
-        let gc_room = 2 * bps + LOG_RESERVE;
-        let reserve = gc_room + bps;
+        // A change leaves free what the cleaner needs to clean one section and checkpoint
+        // after it (see `clean_budget`), and a section for its own log.
+        let reserve = 2 * bps + cp_room(bps) + 2 * bps;
         let started = std::time::Instant::now();
         let mut waited = false;
         // Each round cleans a section or writes a checkpoint; a checkpoint that frees nothing
@@ -137,27 +148,24 @@ impl Fs {
             }
             rounds += 1;
             if rounds > max_rounds || fruitless >= 2 {
+                tracing::warn!("no space for {blocks} blocks after {rounds} rounds ({fruitless} fruitless checkpoints): {writable} writable, {dirty} dirty nodes");
                 break Err(Error::NoSpace);
             }
             waited = true;
             let prefree = ws.segs.prefree_segments() * u64::from(BLOCKS_PER_SEG);
             let can_checkpoint =
-                (prefree > 0 || ws.cp.pending.is_some()) && dirty + LOG_RESERVE / 2 <= writable;
+                (prefree > 0 || ws.cp.pending.is_some()) && dirty + cp_room(bps) <= writable;
             let after_checkpoint = (writable + prefree).saturating_sub(dirty);
-            let room_to_clean = writable >= dirty + gc_room;
+            // Cleaning a section writes its valid blocks and dirties at most as many nodes,
+            // which the checkpoint after it writes: it fits if twice the victim's valid blocks
+            // do (`clean_one` checks the victim it picks).
+            let budget = clean_budget(writable, dirty, bps);
+            let room_to_clean = budget > 0;
             let enough = after_checkpoint >= blocks + reserve + FOREGROUND_BATCH * bps;
-            if can_checkpoint && (enough || !room_to_clean) {
-                let before = ws.segs.free_segments();
-                ws.cp.requests += 1;
-                ws.gc.stats.checkpoints_for_space += 1;
-                write_checkpoint(v, ws, false)?;
-                let freed = ws.segs.free_segments().saturating_sub(before);
-                ws.gc.stats.sections_freed += freed / u64::from(v.layout.segs_per_sec.max(1));
-                fruitless = if freed == 0 { fruitless + 1 } else { 0 };
-                continue;
-            }
-            if room_to_clean {
-                if let Some(c) = self.clean_one(ws, Caller::Foreground)? {
+            // Clean while the checkpoint after would not yet give enough back (one checkpoint,
+            // and one rewrite of the nodes the moves dirtied, for several sections).
+            if !enough && room_to_clean {
+                if let Some(c) = self.clean_one(ws, Caller::Foreground, budget)? {
                     tracing::debug!(
                         "foreground cleaning: section {} ({} blocks moved)",
                         c.section,
@@ -167,12 +175,16 @@ impl Fs {
                 }
             }
             if can_checkpoint {
+                let before = ws.segs.prefree_segments();
                 ws.cp.requests += 1;
                 ws.gc.stats.checkpoints_for_space += 1;
                 write_checkpoint(v, ws, false)?;
-                fruitless += 1;
+                let freed = before.saturating_sub(ws.segs.prefree_segments());
+                ws.gc.stats.sections_freed += freed / u64::from(v.layout.segs_per_sec.max(1));
+                fruitless = if freed == 0 { fruitless + 1 } else { 0 };
                 continue;
             }
+            tracing::warn!("no space for {blocks} blocks: {writable} writable, {dirty} dirty nodes, {prefree} prefree, {} victims", ws.segs.candidates());
             break Err(Error::NoSpace);
         };
         if waited {
@@ -183,8 +195,14 @@ impl Fs {
     }
 
     /// Cleans one section: picks the victim, moves its valid blocks. `None` when no section
-    /// is worth cleaning.
-    pub(crate) fn clean_one(&self, ws: &mut WriteState, caller: Caller) -> Result<Option<Cleaned>> {
+    /// is worth cleaning, or when the best one's copies and the nodes they dirty (twice its
+    /// valid blocks at most) would not fit in `budget` blocks.
+    pub(crate) fn clean_one(
+        &self,
+        ws: &mut WriteState,
+        caller: Caller,
+        budget: u64,
+    ) -> Result<Option<Cleaned>> {
         let v = self.vol();
         // A checkpoint being written still owns its nodes' new addresses: let it land first.
         crate::durability::checkpoint::settle(v, ws)?;
@@ -205,6 +223,9 @@ impl Fs {
         let Some((sec, kind)) = ws.segs.victim(opts.gc_policy, penalty, None) else {
             return Ok(None);
         };
+        if 2 * u64::from(ws.segs.section_valid(sec)) > budget {
+            return Ok(None);
+        }
         let mut moved = 0u64;
         for segno in ws.segs.section_segments(sec) {
             let offs = ws.segs.valid_offsets(segno);
@@ -429,8 +450,8 @@ impl Fs {
     }
 
     /// One step of the background cleaner: cleans a section, or writes the checkpoint that
-    /// frees what was cleaned, when free space is below the high-water mark (a tenth of the
-    /// sections beyond the reserve, at least eight). Takes the write lock only if no change
+    /// frees what was cleaned, when free space is below the high-water mark (see
+    /// `BACKGROUND_AHEAD_DIVISOR`). Takes the write lock only if no change
     /// holds it (it yields to requests). Returns whether it did anything.
     pub fn background_gc_step(&self) -> Result<bool> {
         let v = self.vol();
@@ -451,25 +472,27 @@ impl Fs {
             return Ok(false);
         }
         let bps = u64::from(ws.segs.blocks_per_section());
-        let gc_room = 2 * bps + LOG_RESERVE;
         let sections = u64::from(ws.segs.section_count());
-        let high = gc_room + bps * (sections / 10).max(8);
+        let high = 4 * bps + cp_room(bps) + bps * (2 + sections / BACKGROUND_AHEAD_DIVISOR);
         let dirty = v.nodes.dirty_count() as u64;
         let writable = ws.segs.writable_blocks();
         let prefree = ws.segs.prefree_segments() * u64::from(BLOCKS_PER_SEG);
         let after_checkpoint = (writable + prefree).saturating_sub(dirty);
-        let r = if after_checkpoint < high && writable >= dirty + gc_room {
-            self.clean_one(&mut ws, Caller::Background)
-                .map(|c| c.is_some())
-        } else if prefree > 0
-            && (after_checkpoint >= high || writable < dirty + gc_room)
-            && dirty + LOG_RESERVE / 2 <= writable
-        {
-            let before = ws.segs.free_segments();
+        let budget = clean_budget(writable, dirty, bps);
+        let cleaned = if after_checkpoint < high {
+            self.clean_one(&mut ws, Caller::Background, budget)
+        } else {
+            Ok(None)
+        };
+        let r = if !matches!(cleaned, Ok(None)) {
+            cleaned.map(|c| c.is_some())
+        } else if prefree > 0 && dirty + cp_room(bps) <= writable {
+            // Enough cleaned ahead, or no room to clean more before what was cleaned is free.
+            let before = ws.segs.prefree_segments();
             ws.cp.requests += 1;
             ws.gc.stats.checkpoints_for_space += 1;
             let r = write_checkpoint(v, &mut ws, false);
-            let freed = ws.segs.free_segments().saturating_sub(before);
+            let freed = before.saturating_sub(ws.segs.prefree_segments());
             ws.gc.stats.sections_freed += freed / u64::from(v.layout.segs_per_sec.max(1));
             r.map(|()| freed > 0)
         } else {
@@ -486,10 +509,16 @@ impl Fs {
     /// Cleans up to `sections` sections now (or until no victim is left), then writes a
     /// checkpoint so that what was cleaned is free. Returns the sections cleaned.
     pub fn gc(&self, sections: u32) -> Result<u32> {
+        let v = self.vol();
         let mut done = 0;
         while done < sections {
             let mut ws = self.ws_settled()?;
-            let r = self.clean_one(&mut ws, Caller::Request);
+            let budget = clean_budget(
+                ws.segs.writable_blocks(),
+                v.nodes.dirty_count() as u64,
+                u64::from(ws.segs.blocks_per_section()),
+            );
+            let r = self.clean_one(&mut ws, Caller::Request, budget);
             match r {
                 Ok(Some(_)) => done += 1,
                 Ok(None) => break,
@@ -505,6 +534,11 @@ impl Fs {
         Ok(done)
     }
 }
+
+/// The background cleaner keeps free (or prefree) two sections beyond the cleaner's own
+/// room, plus one per this many sections: every section held free raises the utilisation
+/// of the others, and so what each cleaning moves.
+const BACKGROUND_AHEAD_DIVISOR: u64 = 256;
 
 /// Free sections at or below which node sections lose their penalty (the seed's
 /// `require_node_gc`); they regain it at twice as many.
