@@ -622,6 +622,44 @@ fn random_mix() {
 // ---------------------------------------------------------------------------------------
 // The judge can fail: two broken runs it must catch.
 
+/// The cleaner at work: small files fill most of the volume, then whole files are
+/// rewritten at random (an fsync of each every few rewrites, a sync now and then), so that
+/// sections are cleaned while fsync chains and checkpoints come and go. A crash anywhere
+/// in a cleaning pass must lose nothing acknowledged.
+#[test]
+fn rewrites_under_the_cleaner_with_fsync() {
+    let mut r = Run::new();
+    let mut rng = Rng::new(11);
+    const FILE: usize = 16 * 4096;
+    let avail = r.fs.statfs().blocks_avail as usize;
+    let count = avail * 4096 * 85 / 100 / FILE;
+    let files: Vec<u32> = (0..count).map(|i| r.create(&format!("f{i}"))).collect();
+    for &f in &files {
+        let d = bytes(&mut rng, FILE);
+        r.write(f, 0, &d);
+    }
+    r.sync();
+    let rewrites = count * 4;
+    for i in 0..rewrites {
+        let f = files[rng.below(count as u64) as usize];
+        let d = bytes(&mut rng, FILE);
+        r.write(f, 0, &d);
+        if i % 8 == 7 {
+            r.fsync(f, i % 16 == 15);
+        }
+        if i % 500 == 499 {
+            r.sync();
+        }
+    }
+    let gc = r.fs.status().unwrap().gc;
+    assert!(
+        gc.data_blocks_moved > 0 && gc.checkpoints_for_space > 0,
+        "the workload did not make the cleaner work: {gc:?}"
+    );
+    eprintln!("rewrites_under_the_cleaner_with_fsync: {count} files, {rewrites} rewrites, {gc:?}");
+    sweep("rewrites_under_the_cleaner_with_fsync", r);
+}
+
 #[test]
 fn the_judge_catches_an_fsync_that_wrote_nothing() {
     let mut r = Run::new();
