@@ -242,6 +242,7 @@ impl Fs {
             last_change: Mutex::new(HashMap::new()),
             recovery: None,
             inflight: Default::default(),
+            gc_urgent: Default::default(),
             cur_summaries: m
                 .summaries
                 .iter()

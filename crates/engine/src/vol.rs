@@ -43,6 +43,9 @@ pub(crate) struct Vol {
     pub(crate) last_change: Mutex<HashMap<u32, u64>>,
     /// What roll-forward recovery did at mount, if there was a chain to replay.
     pub(crate) recovery: Option<crate::durability::state::RecoveryStats>,
+    /// A change had to clean for itself since the background cleaner last caught up: the
+    /// cleaner queues for the write lock instead of yielding.
+    pub(crate) gc_urgent: std::sync::atomic::AtomicBool,
     /// Data blocks linked by a change whose write has not landed yet.
     pub(crate) inflight: crate::data::Inflight,
 }

@@ -110,9 +110,9 @@ fn cp_room(bps: u64) -> u64 {
 }
 
 /// What cleaning may spend, given `writable` free blocks and `dirty` nodes: a victim's
-/// copies (its valid blocks, in a cold-log section that may be new) and the nodes they dirty
-/// (as many at most) must leave room for the checkpoint that frees it. `clean_one` takes a
-/// victim whose valid blocks, twice, fit.
+/// copies (its valid blocks, in a cold-log section that may be new) and the nodes they newly
+/// dirty must leave room for the checkpoint that frees it. `clean_one` counts both exactly
+/// before it moves anything.
 fn clean_budget(writable: u64, dirty: u64, bps: u64) -> u64 {
     writable.saturating_sub(dirty + cp_room(bps) + bps)
 }
@@ -130,9 +130,7 @@ impl Fs {
     pub(crate) fn make_room(&self, ws: &mut WriteState, blocks: u64) -> Result<()> {
         let v = self.vol();
         let bps = u64::from(ws.segs.blocks_per_section());
-        // A change leaves free what the cleaner needs to clean one section and checkpoint
-        // after it (see `clean_budget`), and a section for its own log.
-        let reserve = 2 * bps + cp_room(bps) + 2 * bps;
+        let reserve = change_reserve(bps, ws.segs.section_count());
         let started = std::time::Instant::now();
         let mut waited = false;
         // Each round cleans a section or writes a checkpoint; a checkpoint that frees nothing
@@ -152,6 +150,8 @@ impl Fs {
                 break Err(Error::NoSpace);
             }
             waited = true;
+            v.gc_urgent
+                .store(true, std::sync::atomic::Ordering::Relaxed);
             let prefree = ws.segs.prefree_segments() * u64::from(BLOCKS_PER_SEG);
             let can_checkpoint =
                 (prefree > 0 || ws.cp.pending.is_some()) && dirty + cp_room(bps) <= writable;
@@ -195,8 +195,8 @@ impl Fs {
     }
 
     /// Cleans one section: picks the victim, moves its valid blocks. `None` when no section
-    /// is worth cleaning, or when the best one's copies and the nodes they dirty (twice its
-    /// valid blocks at most) would not fit in `budget` blocks.
+    /// is worth cleaning, or when the best one's copies and the nodes they newly dirty would
+    /// not fit in `budget` blocks.
     pub(crate) fn clean_one(
         &self,
         ws: &mut WriteState,
@@ -223,10 +223,12 @@ impl Fs {
         let Some((sec, kind)) = ws.segs.victim(opts.gc_policy, penalty, None) else {
             return Ok(None);
         };
-        if 2 * u64::from(ws.segs.section_valid(sec)) > budget {
+        if u64::from(ws.segs.section_valid(sec)) > budget {
             return Ok(None);
         }
+        let mut budget = budget;
         let mut moved = 0u64;
+        let mut whole = true;
         for segno in ws.segs.section_segments(sec) {
             let offs = ws.segs.valid_offsets(segno);
             if offs.is_empty() {
@@ -236,10 +238,20 @@ impl Fs {
             let sums = ws.segs.summary_of(segno, |s| {
                 read_block(&*v.dev, ssa + u64::from(s), IoCause::Meta, "SSA block")
             })?;
-            moved += match kind {
-                VictimKind::Data => self.move_data(ws, segno, &offs, &sums)?,
-                VictimKind::Node => self.move_nodes(ws, segno, &offs, &sums)?,
+            let r = match kind {
+                VictimKind::Data => self.move_data(ws, segno, &offs, &sums, &mut budget)?,
+                VictimKind::Node => self.move_nodes(ws, segno, &offs, &sums, &mut budget)?,
             };
+            match r {
+                Some(n) => moved += n,
+                None if moved == 0 => return Ok(None),
+                None => {
+                    // Out of room part-way through a section of several segments: what
+                    // moved stays moved; the rest waits for the next pass.
+                    whole = false;
+                    break;
+                }
+            }
         }
         let st = &mut ws.gc.stats;
         match caller {
@@ -251,7 +263,7 @@ impl Fs {
             VictimKind::Data => st.data_victims += 1,
             VictimKind::Node => st.node_victims += 1,
         }
-        if kind == VictimKind::Data && ws.segs.section_valid(sec) > 0 {
+        if whole && kind == VictimKind::Data && ws.segs.section_valid(sec) > 0 {
             // What is left could not be moved (stale summaries): do not pick it again
             // until one of its blocks changes.
             ws.segs.set_unmovable(sec);
@@ -262,14 +274,17 @@ impl Fs {
         }))
     }
 
-    /// Moves the valid data blocks at `offs` of segment `segno` to the cold data log.
+    /// Moves the valid data blocks at `offs` of segment `segno` to the cold data log, if the
+    /// copies and the nodes they newly dirty fit in `budget` (which they then use up);
+    /// `None`, with nothing changed, if not.
     fn move_data(
         &self,
         ws: &mut WriteState,
         segno: u32,
         offs: &[usize],
         sums: &[RawSummary],
-    ) -> Result<u64> {
+        budget: &mut u64,
+    ) -> Result<Option<u64>> {
         let v = self.vol();
         let dev = &*v.dev;
         let base = ws.segs.seg_start(segno);
@@ -294,8 +309,18 @@ impl Fs {
             }
         }
         if owned.is_empty() {
-            return Ok(0);
+            return Ok(Some(0));
         }
+        let nodes: std::collections::BTreeSet<u32> = owned
+            .iter()
+            .map(|o| o.sum.nid.get())
+            .filter(|&nid| !v.nodes.is_dirty(nid))
+            .collect();
+        let need = owned.len() as u64 + nodes.len() as u64;
+        if need > *budget {
+            return Ok(None);
+        }
+        *budget -= need;
         // 2. Read in runs, write to the cold data log, before anything points at the copies.
         let mut old = vec![0u8; BLOCKS_PER_SEG as usize * BLOCK_SIZE];
         let lo = owned.iter().map(|o| o.addr).min().unwrap_or(base);
@@ -356,7 +381,7 @@ impl Fs {
         }
         let n = moves.len() as u64;
         ws.gc.stats.data_blocks_moved += n;
-        Ok(n)
+        Ok(Some(n))
     }
 
     /// The inode owning data block `addr` if the slot its summary names points at it (the
@@ -410,18 +435,23 @@ impl Fs {
     }
 
     /// Marks the live nodes among the valid blocks of node segment `segno` dirty, so that the
-    /// next checkpoint moves them.
+    /// next checkpoint moves them, if they fit in `budget`; `None` if not.
     fn move_nodes(
         &self,
         ws: &mut WriteState,
         segno: u32,
         offs: &[usize],
         sums: &[RawSummary],
-    ) -> Result<u64> {
+        budget: &mut u64,
+    ) -> Result<Option<u64>> {
         let v = self.vol();
         let dev = &*v.dev;
         let base = ws.segs.seg_start(segno);
         let log = ws.segs.seg_log(segno).unwrap_or(Log::WarmNode);
+        if offs.len() as u64 > *budget {
+            return Ok(None);
+        }
+        *budget -= offs.len() as u64;
         let mut moved = 0;
         for &off in offs {
             let addr = base + off as u32;
@@ -446,13 +476,14 @@ impl Fs {
             moved += 1;
         }
         ws.gc.stats.node_blocks_moved += moved;
-        Ok(moved)
+        Ok(Some(moved))
     }
 
     /// One step of the background cleaner: cleans a section, or writes the checkpoint that
-    /// frees what was cleaned, when free space is below the high-water mark (see
-    /// `BACKGROUND_AHEAD_DIVISOR`). Takes the write lock only if no change
-    /// holds it (it yields to requests). Returns whether it did anything.
+    /// frees what was cleaned, when free space is below the high-water mark (`batch`
+    /// sections beyond a change's reserve). It yields to requests (takes the write lock only
+    /// if no change holds it) unless changes have had to clean for themselves since it last
+    /// caught up: then it queues for the lock like them. Returns whether it did anything.
     pub fn background_gc_step(&self) -> Result<bool> {
         let v = self.vol();
         let Some(lock) = v.write.as_ref() else {
@@ -461,8 +492,15 @@ impl Fs {
         if v.options.background_gc == crate::vol::BackgroundGc::Off {
             return Ok(false);
         }
+        let urgent = &v.gc_urgent;
         let mut ws = match lock.try_lock() {
             Ok(ws) => ws,
+            Err(std::sync::TryLockError::WouldBlock)
+                if urgent.load(std::sync::atomic::Ordering::Relaxed) =>
+            {
+                lock.lock()
+                    .map_err(|_| Error::InvalidArgument("internal lock poisoned"))?
+            }
             Err(std::sync::TryLockError::WouldBlock) => return Ok(false),
             Err(std::sync::TryLockError::Poisoned(_)) => {
                 return Err(Error::InvalidArgument("internal lock poisoned"))
@@ -472,8 +510,8 @@ impl Fs {
             return Ok(false);
         }
         let bps = u64::from(ws.segs.blocks_per_section());
-        let sections = u64::from(ws.segs.section_count());
-        let high = 4 * bps + cp_room(bps) + bps * (2 + sections / BACKGROUND_AHEAD_DIVISOR);
+        let sections = ws.segs.section_count();
+        let high = change_reserve(bps, sections) + bps * batch(sections);
         let dirty = v.nodes.dirty_count() as u64;
         let writable = ws.segs.writable_blocks();
         let prefree = ws.segs.prefree_segments() * u64::from(BLOCKS_PER_SEG);
@@ -482,6 +520,7 @@ impl Fs {
         let cleaned = if after_checkpoint < high {
             self.clean_one(&mut ws, Caller::Background, budget)
         } else {
+            urgent.store(false, std::sync::atomic::Ordering::Relaxed);
             Ok(None)
         };
         let r = if !matches!(cleaned, Ok(None)) {
@@ -535,10 +574,22 @@ impl Fs {
     }
 }
 
-/// The background cleaner keeps free (or prefree) two sections beyond the cleaner's own
-/// room, plus one per this many sections: every section held free raises the utilisation
-/// of the others, and so what each cleaning moves.
-const BACKGROUND_AHEAD_DIVISOR: u64 = 256;
+/// Sections the background cleaner cleans ahead before the checkpoint that frees them: at
+/// least four, one per 64 sections. Each checkpoint after cleaning rewrites the direct nodes
+/// the moves touched (up to every direct node of the files moved), so more sections per
+/// checkpoint cost fewer node writes each; but every section held free raises the
+/// utilisation of the others, and so what each cleaning moves.
+fn batch(sections: u32) -> u64 {
+    u64::from(sections / 64).max(4)
+}
+
+/// What a change leaves free beyond its own blocks and the dirty nodes: room for the
+/// checkpoint's node logs, a section for its own log and the cold log's, and for half a
+/// batch of cleaning (near full, a checkpoint after a single cleaned section writes more
+/// nodes than the section frees: the cleaner must be able to clean several first).
+fn change_reserve(bps: u64, sections: u32) -> u64 {
+    cp_room(bps) + bps * (2 + batch(sections) / 2)
+}
 
 /// Free sections at or below which node sections lose their penalty (the seed's
 /// `require_node_gc`); they regain it at twice as many.

@@ -74,6 +74,14 @@ impl Nodes {
         self.keep_dirty(nid, block, log)
     }
 
+    /// Whether node `nid` waits for a checkpoint.
+    pub fn is_dirty(&self, nid: u32) -> bool {
+        self.dirty
+            .lock()
+            .map(|d| d.contains_key(&nid))
+            .unwrap_or(true)
+    }
+
     /// Whether dirty node `nid` was changed by the cleaner alone.
     pub fn is_gc_only(&self, nid: u32) -> bool {
         self.gc_only
