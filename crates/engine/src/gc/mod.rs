@@ -569,7 +569,11 @@ impl Fs {
                 }
             }
         }
+        let before = self.ws_settled()?.segs.prefree_segments();
         self.sync()?;
+        let mut ws = self.ws_settled()?;
+        let freed = before.saturating_sub(ws.segs.prefree_segments());
+        ws.gc.stats.sections_freed += freed / u64::from(v.layout.segs_per_sec.max(1));
         Ok(done)
     }
 }
