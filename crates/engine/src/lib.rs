@@ -27,6 +27,7 @@ mod rename;
 mod segment;
 mod sit;
 mod status;
+pub mod victim;
 mod write;
 mod xattr;
 mod xattr_write;
