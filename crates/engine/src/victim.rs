@@ -244,6 +244,8 @@ const EMPTY: Key = (u64::MAX, u32::MAX);
 #[derive(Clone, Debug)]
 pub struct VictimIndex {
     cap: u32,
+    /// `(cap - v) / (cap + v)` for each valid count `v`, for cost-benefit's quick compare.
+    benefit: Vec<f64>,
     slots: Vec<Option<Entry>>,
     data: Shelf,
     node: Shelf,
@@ -258,8 +260,12 @@ impl VictimIndex {
                 blocks: blocks_per_section,
             });
         }
+        let cap = f64::from(blocks_per_section);
         Ok(Self {
             cap: blocks_per_section,
+            benefit: (0..=blocks_per_section)
+                .map(|v| (cap - f64::from(v)) / (cap + f64::from(v)))
+                .collect(),
             slots: vec![None; sections as usize],
             data: Shelf::new(blocks_per_section),
             node: Shelf::new(blocks_per_section),
@@ -358,7 +364,11 @@ impl VictimIndex {
                     .map(|(_, (_, sec))| sec)
             }
             Policy::CostBenefit => {
-                let rule = CostBenefit { now, cap: self.cap };
+                let rule = CostBenefit {
+                    now,
+                    cap: self.cap,
+                    benefit: &self.benefit,
+                };
                 tiers(data, node, penalty)
                     .into_iter()
                     .find_map(|tier| best_of(&tier, &rule))
@@ -375,6 +385,7 @@ impl VictimIndex {
                     threshold: atgc.threshold,
                     weight: u128::from(atgc.age_weight.min(100)),
                     span: u128::from(now.saturating_sub(oldest.0).max(1)),
+                    age_coef: f64::from(atgc.age_weight.min(100)) * f64::from(self.cap),
                 };
                 let fallback = AgeThreshold {
                     threshold: 0,
@@ -453,11 +464,11 @@ fn tiers<'a>(
 
 /// The best section of a group of shelves under `rule`.
 fn best_of<R: Rule>(tier: &[Option<&Shelf>; 2], rule: &R) -> Option<u32> {
-    let mut best: Option<(R::Score, Key)> = None;
+    let mut best = None;
     for shelf in tier.iter().flatten() {
         shelf.search(rule, &mut best);
     }
-    best.map(|(_, (_, sec))| sec)
+    best.map(|b| b.key.1)
 }
 
 /// One kind's buckets and the tournament tree over their oldest keys.
@@ -570,20 +581,21 @@ impl Shelf {
         Some((valid, self.node(k)))
     }
 
-    /// The lowest valid count under tree node `k` (`k >= 1`).
-    fn lowest_valid(&self, k: usize) -> u32 {
+    /// The buckets under tree node `k` (`k >= 1`): the lowest valid count and how many.
+    fn span(&self, k: usize) -> (usize, usize) {
         let depth = usize::BITS - 1 - k.leading_zeros();
         let width = self.leaves >> depth;
-        let lowest = (k - (1 << depth)) * width;
-        u32::try_from(lowest).unwrap_or(u32::MAX)
+        ((k - (1 << depth)) * width, width)
     }
 
     /// Raises `best` to the best key of this shelf under `rule`, if that beats it.
     ///
     /// Branch and bound: `rule` scores never grow with the valid count or the stamp, so
-    /// the subtree under `k` scores at most `rule.score(lowest_valid(k), tree[k].0)`, and
-    /// its keys are no smaller than `tree[k]`. A subtree that cannot beat `best` is skipped.
-    fn search<R: Rule>(&self, rule: &R, best: &mut Option<(R::Score, Key)>) {
+    /// the buckets under node `k` score at most `rule.score(lowest valid, tree[k].0)`, and
+    /// their keys are no smaller than `tree[k]`; a subtree that cannot beat `best` is
+    /// skipped. Below `BLOCK` buckets the leaves are scanned in a row instead, which costs
+    /// less than descending to each of them.
+    fn search<R: Rule>(&self, rule: &R, best: &mut Option<Best<R::Score>>) {
         let mut stack = Stack::default();
         stack.push(1);
         while let Some(k) = stack.pop() {
@@ -591,22 +603,16 @@ impl Shelf {
             if key == EMPTY {
                 continue;
             }
-            let Some(score) = rule.score(self.lowest_valid(k), key.0) else {
+            let (lowest, width) = self.span(k);
+            let valid = u32::try_from(lowest).unwrap_or(u32::MAX);
+            let Some(approx) = rule.approx(valid, key.0) else {
                 continue;
             };
-            let beats = match best {
-                None => true,
-                Some((s, b)) => match score.cmp(s) {
-                    Ordering::Greater => true,
-                    Ordering::Equal => key < *b,
-                    Ordering::Less => false,
-                },
-            };
-            if !beats {
+            if !beats(rule, best, valid, key, approx) {
                 continue;
             }
-            if k >= self.leaves {
-                *best = Some((score, key));
+            if width <= BLOCK {
+                self.scan(lowest, width, rule, best);
             } else {
                 // The lower valid counts first: they score higher, so the bound tightens
                 // sooner.
@@ -615,23 +621,106 @@ impl Shelf {
             }
         }
     }
+
+    /// [`Shelf::search`] over the `width` buckets from `lowest`, one by one.
+    fn scan<R: Rule>(
+        &self,
+        lowest: usize,
+        width: usize,
+        rule: &R,
+        best: &mut Option<Best<R::Score>>,
+    ) {
+        let start = self.leaves + lowest;
+        let Some(heads) = self.tree.get(start..start + width) else {
+            return;
+        };
+        // The common step, a head that scores clearly below the best, costs one
+        // approximation and one comparison (an empty leaf scores 0 and is caught after).
+        let mut cut = best.as_ref().map_or(f64::NEG_INFINITY, Best::cut);
+        for (valid, &key) in (lowest..).zip(heads) {
+            let valid = u32::try_from(valid).unwrap_or(u32::MAX);
+            let Some(approx) = rule.approx(valid, key.0) else {
+                continue;
+            };
+            if approx < cut || key == EMPTY || !beats(rule, best, valid, key, approx) {
+                continue;
+            }
+            if let Some(score) = rule.score(valid, key.0) {
+                let found = Best { score, approx, key };
+                cut = found.cut();
+                *best = Some(found);
+            }
+        }
+    }
 }
 
-/// A score for the branch-and-bound search: `score(valid, mtime)` must not grow when
+/// Subtrees of at most this many buckets are scanned leaf by leaf.
+const BLOCK: usize = 16;
+
+/// The best section found so far: its exact score, that score as `f64`, its key.
+#[derive(Clone, Copy)]
+struct Best<S> {
+    score: S,
+    approx: f64,
+    key: Key,
+}
+
+impl<S> Best<S> {
+    /// Approximate scores below this are certainly below the best.
+    fn cut(&self) -> f64 {
+        self.approx * BELOW
+    }
+}
+
+/// Relative error of [`Rule::approx`] is below `2^-50`; two approximations further apart
+/// than `2^-40` are ordered like the exact scores, closer ones are compared exactly.
+const BELOW: f64 = 1.0 - 1.0 / (1u64 << 40) as f64;
+const ABOVE: f64 = 1.0 + 1.0 / (1u64 << 40) as f64;
+
+/// Whether a section with `valid` blocks and `key`, whose approximate score is `approx`,
+/// beats `best` (or, for a subtree's bound, whether the subtree may hold one that does).
+fn beats<R: Rule>(
+    rule: &R,
+    best: &Option<Best<R::Score>>,
+    valid: u32,
+    key: Key,
+    approx: f64,
+) -> bool {
+    let Some(b) = best else { return true };
+    if approx < b.cut() {
+        return false;
+    }
+    if approx > b.approx * ABOVE {
+        return true;
+    }
+    match rule.score(valid, key.0).map(|s| s.cmp(&b.score)) {
+        Some(Ordering::Greater) => true,
+        Some(Ordering::Equal) => key < b.key,
+        Some(Ordering::Less) | None => false,
+    }
+}
+
+/// A score for the branch-and-bound search. `score(valid, mtime)` must not grow when
 /// either argument grows, and `None` (not a candidate) must stay `None` when `mtime` grows.
 trait Rule {
     type Score: Ord + Copy;
+    /// The exact score, or `None` when the section is not a candidate.
     fn score(&self, valid: u32, mtime: u64) -> Option<Self::Score>;
+    /// `score` as `f64`, within a relative `2^-50` of it (so exactly 0 when it is 0), and
+    /// `None` exactly when `score` is: the cheap comparison that decides almost every step.
+    fn approx(&self, valid: u32, mtime: u64) -> Option<f64>;
 }
 
 /// `(cap - valid) * age / (cap + valid)`, the cost-benefit score with `(1 - u) / (1 + u)`
 /// multiplied through by `cap / cap`.
-struct CostBenefit {
+struct CostBenefit<'a> {
     now: u64,
     cap: u32,
+    /// `benefit[v] = (cap - v) / (cap + v)`, rounded once.
+    benefit: &'a [f64],
 }
 
-impl Rule for CostBenefit {
+impl Rule for CostBenefit<'_> {
     type Score = Ratio;
     fn score(&self, valid: u32, mtime: u64) -> Option<Ratio> {
         let age = self.now.saturating_sub(mtime);
@@ -639,6 +728,12 @@ impl Rule for CostBenefit {
             num: u128::from(self.cap.saturating_sub(valid)) * u128::from(age),
             den: u128::from(self.cap) + u128::from(valid),
         })
+    }
+
+    // Two roundings (the table, the age) and the product's: below 2^-51.
+    fn approx(&self, valid: u32, mtime: u64) -> Option<f64> {
+        let age = self.now.saturating_sub(mtime) as f64;
+        Some(self.benefit.get(valid as usize).copied().unwrap_or(0.0) * age)
     }
 }
 
@@ -681,6 +776,8 @@ struct AgeThreshold {
     weight: u128,
     /// `>= 1`.
     span: u128,
+    /// `weight * cap`, exactly.
+    age_coef: f64,
 }
 
 impl Rule for AgeThreshold {
@@ -693,6 +790,18 @@ impl Rule for AgeThreshold {
         let cap = u128::from(self.cap);
         let free = u128::from(self.cap.saturating_sub(valid));
         Some(self.weight * u128::from(age) * cap + (100 - self.weight) * free * self.span)
+    }
+
+    // The coefficients are exact integers below 2^27; the age, the span and the two
+    // products are rounded once each, the sum of two non-negative terms once more.
+    fn approx(&self, valid: u32, mtime: u64) -> Option<f64> {
+        let age = self.now.saturating_sub(mtime);
+        if age < self.threshold {
+            return None;
+        }
+        let free = u64::from(self.cap.saturating_sub(valid));
+        let free_weight = (100 - self.weight as u64) * free;
+        Some(self.age_coef * age as f64 + free_weight as f64 * self.span as f64)
     }
 }
 

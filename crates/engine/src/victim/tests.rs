@@ -216,6 +216,43 @@ fn cost_benefit_exact_ties_go_to_the_older_section_then_the_lower_number() {
 }
 
 #[test]
+fn near_ties_beyond_f64_precision_are_compared_exactly() {
+    // Section 0: no valid block, age x = 2^60. Section 1: v valid blocks and an age that
+    // brings its score within a few units of section 0's, on either side: the two scores
+    // agree to far more digits than an f64 holds, so the quick comparison cannot decide,
+    // and the rounding of the benefit table goes up for some v and down for others.
+    let cap = 512u32;
+    let x: u64 = 1 << 60;
+    let now: u64 = 1 << 62;
+    let atgc = Policy::AgeThreshold(Atgc::new(0));
+    let mut checked = 0;
+    for v in 1..64u32 {
+        // Cost-benefit: (cap - v) / (cap + v) * y = x.
+        let cb_age = u128::from(x) * u128::from(cap + v) / u128::from(cap - v);
+        // Age-threshold (weight 60, span = y as section 1 is the older): 60 * cap * x +
+        // 40 * cap * span = 60 * cap * y + 40 * (cap - v) * span, so
+        // y = 60 * cap * x / (60 * cap - 40 * v), rounded.
+        let at_age =
+            60 * u128::from(cap) * u128::from(x) / (60 * u128::from(cap) - 40 * u128::from(v));
+        for (policy, age) in [(Policy::CostBenefit, cb_age), (atgc, at_age)] {
+            for d in -3i64..=3 {
+                let y = u64::try_from(age).unwrap().checked_add_signed(d).unwrap();
+                let entries = [(0, DATA, 0, now - x), (1, DATA, v, now - y)];
+                let ix = index(2, cap, &entries);
+                let model: Vec<Option<Entry>> = (0..2).map(|s| ix.get(s)).collect();
+                assert_eq!(
+                    ix.pick(policy, now, PLAIN),
+                    brute(&model, cap, policy, now, PLAIN),
+                    "{policy:?} v {v} d {d}"
+                );
+                checked += 1;
+            }
+        }
+    }
+    assert_eq!(checked, 63 * 2 * 7);
+}
+
+#[test]
 fn cost_benefit_all_full_sections_pick_the_oldest() {
     // Every score is 0 (u = 1): the oldest, then the lowest number.
     for cap in [512, 2048] {
@@ -543,9 +580,10 @@ enum Op {
 }
 
 /// Operations on an index of `sections` sections of `cap` blocks: section numbers and
-/// valid counts reach one past the end (to test the refusals), and stamps and times are
-/// drawn from small ranges so that ties are common.
-fn ops(sections: u32, cap: u32, stamps: u64) -> impl Strategy<Value = Vec<Op>> {
+/// valid counts reach one past the end (to test the refusals), and stamps are drawn from
+/// `0..stamps` so that ties are common. Pick times are `late` plus a little: with `late`
+/// far beyond the stamps, ages differ by less than an `f64` can tell apart.
+fn ops(sections: u32, cap: u32, stamps: u64, late: u64) -> impl Strategy<Value = Vec<Op>> {
     let valid = prop_oneof![
         4 => 0..=cap + 1,
         1 => Just(0),
@@ -557,9 +595,12 @@ fn ops(sections: u32, cap: u32, stamps: u64) -> impl Strategy<Value = Vec<Op>> {
             Op::Set { sec, node, valid, mtime }
         }),
         2 => (0..=sections).prop_map(Op::Remove),
-        3 => (0..stamps + stamps / 4, 0..stamps, prop_oneof![Just(60u8), 0..=120u8]).prop_map(
-            |(now, threshold, age_weight)| Op::Pick { now, threshold, age_weight }
-        ),
+        3 => (
+            late..late + stamps + stamps / 4,
+            prop_oneof![0..stamps, late.saturating_sub(stamps)..late + stamps],
+            prop_oneof![Just(60u8), 0..=120u8],
+        )
+            .prop_map(|(now, threshold, age_weight)| Op::Pick { now, threshold, age_weight }),
     ];
     proptest::collection::vec(op, 1..160)
 }
@@ -635,7 +676,7 @@ proptest! {
     #[test]
     fn picks_match_brute_force_small_sections(
         (sections, cap, ops) in (1u32..40, prop_oneof![Just(1u32), Just(2), Just(3), Just(7), Just(16)])
-            .prop_flat_map(|(s, c)| (Just(s), Just(c), ops(s, c, 24)))
+            .prop_flat_map(|(s, c)| (Just(s), Just(c), ops(s, c, 24, 0)))
     ) {
         run(sections, cap, &ops)?;
     }
@@ -644,7 +685,17 @@ proptest! {
     #[test]
     fn picks_match_brute_force_real_sections(
         (sections, cap, ops) in (1u32..64, prop_oneof![Just(512u32), Just(2048), Just(1000)])
-            .prop_flat_map(|(s, c)| (Just(s), Just(c), ops(s, c, 1_000)))
+            .prop_flat_map(|(s, c)| (Just(s), Just(c), ops(s, c, 1_000, 0)))
+    ) {
+        run(sections, cap, &ops)?;
+    }
+
+    /// Ages near 2^60 that differ by less than an `f64`'s precision: every such
+    /// comparison falls through to the exact one.
+    #[test]
+    fn picks_match_brute_force_beyond_f64_precision(
+        (sections, cap, ops) in (1u32..48, prop_oneof![Just(3u32), Just(512), Just(2048)])
+            .prop_flat_map(|(s, c)| (Just(s), Just(c), ops(s, c, 1_000, 1 << 60)))
     ) {
         run(sections, cap, &ops)?;
     }
