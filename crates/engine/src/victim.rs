@@ -31,7 +31,8 @@
 //!   `(e.mtime, sec)` is in bucket `e.valid` of shelf `e.kind` and in no other bucket;
 //! - `len` is the number of `Some` slots;
 //! - every tree node holds the smallest key of the buckets under it, the root the oldest
-//!   section of the kind (checked by `check_invariants` in the tests after every step).
+//!   section of the kind, and `head_mtimes[v]` leaf `v`'s stamp as `f64` (infinity when
+//!   empty); `check_invariants` checks all of this in the tests after every step.
 //!
 //! Memory is O(n + blocks_per_section); an update costs O(log n) for the bucket and
 //! O(log blocks_per_section) for the tree.
@@ -48,8 +49,12 @@
 //!   within a bucket the oldest section scores highest, and the first key under a tree
 //!   node, scored as if it held the node's lowest valid count, bounds every section under
 //!   that node. The pick is a branch-and-bound descent that skips every subtree whose
-//!   bound cannot beat the best found so far: exact, O(cap) at worst (every bucket's best
-//!   scoring the same), usually O(log cap), and never dependent on n.
+//!   bound cannot beat the best found so far, down to blocks of 16 buckets that are
+//!   scanned in a row. It never depends on n; it is O(cap) at worst, when the buckets'
+//!   oldest sections all score about the same (the bench's `adversarial` layout), and
+//!   visits a few blocks otherwise.
+//! - Comparisons are exact: scores are compared as `f64` first (relative error below
+//!   `2^-50`), and as exact `u128` integers or ratios when the two are within `2^-40`.
 //!
 //! # Data first (seed 000)
 //!
@@ -444,6 +449,15 @@ impl VictimIndex {
                 };
                 assert_eq!(shelf.node(k), want, "tree node {k}");
             }
+            for (v, m) in shelf.head_mtimes.iter().enumerate() {
+                let head = shelf.node(shelf.leaves + v);
+                let want = if head == EMPTY {
+                    f64::INFINITY
+                } else {
+                    head.0 as f64
+                };
+                assert_eq!(m.to_bits(), want.to_bits(), "head stamp {v}");
+            }
         }
     }
 }
@@ -482,6 +496,9 @@ struct Shelf {
     /// Leaf count: the bucket count rounded up to a power of two (padding leaves are
     /// `EMPTY` forever).
     leaves: usize,
+    /// `head_mtimes[v]` is `tree[leaves + v].0` as `f64`, or infinity for an empty leaf:
+    /// the quick bound of a block of leaves ([`Rule::block_bound`]) reads them in a row.
+    head_mtimes: Vec<f64>,
 }
 
 /// The pending nodes of a depth-first walk of a tree. Each step pops one node and pushes
@@ -516,6 +533,7 @@ impl Shelf {
             buckets: vec![BTreeSet::new(); buckets],
             tree: vec![EMPTY; 2 * leaves],
             leaves,
+            head_mtimes: vec![f64::INFINITY; leaves],
         }
     }
 
@@ -549,6 +567,13 @@ impl Shelf {
             .get(valid as usize)
             .and_then(|b| b.first().copied())
             .unwrap_or(EMPTY);
+        if let Some(m) = self.head_mtimes.get_mut(valid as usize) {
+            *m = if first == EMPTY {
+                f64::INFINITY
+            } else {
+                first.0 as f64
+            };
+        }
         let mut k = self.leaves + valid as usize;
         let mut value = first;
         loop {
@@ -634,9 +659,13 @@ impl Shelf {
         let Some(heads) = self.tree.get(start..start + width) else {
             return;
         };
+        let mut cut = best.as_ref().map_or(f64::NEG_INFINITY, Best::cut);
+        let mtimes = self.head_mtimes.get(lowest..lowest + width).unwrap_or(&[]);
+        if rule.block_bound(lowest, mtimes) < cut {
+            return;
+        }
         // The common step, a head that scores clearly below the best, costs one
         // approximation and one comparison (an empty leaf scores 0 and is caught after).
-        let mut cut = best.as_ref().map_or(f64::NEG_INFINITY, Best::cut);
         for (valid, &key) in (lowest..).zip(heads) {
             let valid = u32::try_from(valid).unwrap_or(u32::MAX);
             let Some(approx) = rule.approx(valid, key.0) else {
@@ -709,6 +738,12 @@ trait Rule {
     /// `score` as `f64`, within a relative `2^-50` of it (so exactly 0 when it is 0), and
     /// `None` exactly when `score` is: the cheap comparison that decides almost every step.
     fn approx(&self, valid: u32, mtime: u64) -> Option<f64>;
+    /// A number no smaller than the exact score of any candidate among the buckets from
+    /// `lowest` whose first stamps are `mtimes` (as `f64`, infinity when empty): one
+    /// cheap loop that may rule out a whole block. Infinity when the rule has none.
+    fn block_bound(&self, _lowest: usize, _mtimes: &[f64]) -> f64 {
+        f64::INFINITY
+    }
 }
 
 /// `(cap - valid) * age / (cap + valid)`, the cost-benefit score with `(1 - u) / (1 + u)`
@@ -735,7 +770,29 @@ impl Rule for CostBenefit<'_> {
         let age = self.now.saturating_sub(mtime) as f64;
         Some(self.benefit.get(valid as usize).copied().unwrap_or(0.0) * age)
     }
+
+    // Ages are taken as differences of rounded stamps, off by up to 2^-52 of `now` (more
+    // than the age itself when the age is small beside `now`); the bound adds 2^-48 of
+    // `now` for that, and 2^-48 of the result for every rounding on the way. The fold
+    // starts at 0, the score of a stamp newer than `now` and of an empty leaf (its stamp
+    // is infinite), so negative products never count.
+    fn block_bound(&self, lowest: usize, mtimes: &[f64]) -> f64 {
+        let now = self.now as f64;
+        let benefit = self.benefit.get(lowest..).unwrap_or(&[]);
+        let top = benefit.iter().zip(mtimes).fold(0.0, |top, (f, m)| {
+            let score = f * (now - m);
+            if score > top {
+                score
+            } else {
+                top
+            }
+        });
+        top * (1.0 + SLACK) + now * SLACK
+    }
 }
+
+/// `2^-48`: the slack of [`CostBenefit::block_bound`].
+const SLACK: f64 = 1.0 / (1u64 << 48) as f64;
 
 /// `num / den` with `den > 0`, ordered exactly by cross-multiplication: `num < 2^84`
 /// and `den <= 2^21` (`cap <= 2^20`), so each product stays below `2^105`.

@@ -253,6 +253,17 @@ fn near_ties_beyond_f64_precision_are_compared_exactly() {
 }
 
 #[test]
+fn cost_benefit_block_bound_allows_for_rounded_stamps() {
+    // At 2^62 an f64 holds stamps to the nearest 512 or 1024: both sections' stamps round
+    // to `now`. Section 1 (16 valid blocks, the second block of leaves, age 200) scores
+    // 496/528 * 200 = 188, section 0 (no valid block, age 10) scores 10: the block of
+    // section 1 must not be ruled out by its rounded ages of 0.
+    let now: u64 = 1 << 62;
+    let ix = index(2, 512, &[(0, DATA, 0, now - 10), (1, DATA, 16, now - 200)]);
+    assert_eq!(ix.pick(Policy::CostBenefit, now, PLAIN), Some(1));
+}
+
+#[test]
 fn cost_benefit_all_full_sections_pick_the_oldest() {
     // Every score is 0 (u = 1): the oldest, then the lowest number.
     for cap in [512, 2048] {
@@ -581,9 +592,16 @@ enum Op {
 
 /// Operations on an index of `sections` sections of `cap` blocks: section numbers and
 /// valid counts reach one past the end (to test the refusals), and stamps are drawn from
-/// `0..stamps` so that ties are common. Pick times are `late` plus a little: with `late`
-/// far beyond the stamps, ages differ by less than an `f64` can tell apart.
-fn ops(sections: u32, cap: u32, stamps: u64, late: u64) -> impl Strategy<Value = Vec<Op>> {
+/// `base..base + stamps` so that ties are common. Pick times are `base + late` plus a
+/// little: with `late` far beyond the stamps, ages differ by less than an `f64` can tell
+/// apart; with `base` large, stamps do.
+fn ops(
+    sections: u32,
+    cap: u32,
+    base: u64,
+    stamps: u64,
+    late: u64,
+) -> impl Strategy<Value = Vec<Op>> {
     let valid = prop_oneof![
         4 => 0..=cap + 1,
         1 => Just(0),
@@ -591,12 +609,12 @@ fn ops(sections: u32, cap: u32, stamps: u64, late: u64) -> impl Strategy<Value =
         1 => (cap.saturating_sub(2))..=cap,
     ];
     let op = prop_oneof![
-        6 => (0..=sections, any::<bool>(), valid, 0..stamps).prop_map(|(sec, node, valid, mtime)| {
+        6 => (0..=sections, any::<bool>(), valid, base..base + stamps).prop_map(|(sec, node, valid, mtime)| {
             Op::Set { sec, node, valid, mtime }
         }),
         2 => (0..=sections).prop_map(Op::Remove),
         3 => (
-            late..late + stamps + stamps / 4,
+            base + late..base + late + stamps + stamps / 4,
             prop_oneof![0..stamps, late.saturating_sub(stamps)..late + stamps],
             prop_oneof![Just(60u8), 0..=120u8],
         )
@@ -676,7 +694,7 @@ proptest! {
     #[test]
     fn picks_match_brute_force_small_sections(
         (sections, cap, ops) in (1u32..40, prop_oneof![Just(1u32), Just(2), Just(3), Just(7), Just(16)])
-            .prop_flat_map(|(s, c)| (Just(s), Just(c), ops(s, c, 24, 0)))
+            .prop_flat_map(|(s, c)| (Just(s), Just(c), ops(s, c, 0, 24, 0)))
     ) {
         run(sections, cap, &ops)?;
     }
@@ -685,7 +703,7 @@ proptest! {
     #[test]
     fn picks_match_brute_force_real_sections(
         (sections, cap, ops) in (1u32..64, prop_oneof![Just(512u32), Just(2048), Just(1000)])
-            .prop_flat_map(|(s, c)| (Just(s), Just(c), ops(s, c, 1_000, 0)))
+            .prop_flat_map(|(s, c)| (Just(s), Just(c), ops(s, c, 0, 1_000, 0)))
     ) {
         run(sections, cap, &ops)?;
     }
@@ -695,7 +713,17 @@ proptest! {
     #[test]
     fn picks_match_brute_force_beyond_f64_precision(
         (sections, cap, ops) in (1u32..48, prop_oneof![Just(3u32), Just(512), Just(2048)])
-            .prop_flat_map(|(s, c)| (Just(s), Just(c), ops(s, c, 1_000, 1 << 60)))
+            .prop_flat_map(|(s, c)| (Just(s), Just(c), ops(s, c, 0, 1_000, 1 << 60)))
+    ) {
+        run(sections, cap, &ops)?;
+    }
+
+    /// Stamps near 2^62, where an `f64` rounds them to multiples of 1024: small ages
+    /// vanish in the rounding.
+    #[test]
+    fn picks_match_brute_force_with_stamps_beyond_f64_precision(
+        (sections, cap, ops) in (1u32..48, prop_oneof![Just(3u32), Just(512), Just(2048)])
+            .prop_flat_map(|(s, c)| (Just(s), Just(c), ops(s, c, 1 << 62, 5_000, 0)))
     ) {
         run(sections, cap, &ops)?;
     }
