@@ -546,27 +546,32 @@ impl Shelf {
         (root != EMPTY).then_some(root)
     }
 
+    /// Adds `key` to bucket `valid`; it becomes the bucket's head if it is older.
     fn insert(&mut self, valid: u32, key: Key) {
-        if let Some(bucket) = self.buckets.get_mut(valid as usize) {
-            bucket.insert(key);
+        let Some(bucket) = self.buckets.get_mut(valid as usize) else {
+            return;
+        };
+        bucket.insert(key);
+        if key < self.node(self.leaves + valid as usize) {
+            self.set_head(valid, key);
         }
-        self.refresh(valid);
     }
 
+    /// Takes `key` out of bucket `valid`; the next key becomes the head if it was the head.
     fn remove(&mut self, valid: u32, key: Key) {
-        if let Some(bucket) = self.buckets.get_mut(valid as usize) {
-            bucket.remove(&key);
+        let head = self.node(self.leaves + valid as usize);
+        let Some(bucket) = self.buckets.get_mut(valid as usize) else {
+            return;
+        };
+        bucket.remove(&key);
+        if key == head {
+            let next = bucket.first().copied().unwrap_or(EMPTY);
+            self.set_head(valid, next);
         }
-        self.refresh(valid);
     }
 
-    /// Brings bucket `valid`'s leaf and its ancestors up to date.
-    fn refresh(&mut self, valid: u32) {
-        let first = self
-            .buckets
-            .get(valid as usize)
-            .and_then(|b| b.first().copied())
-            .unwrap_or(EMPTY);
+    /// Makes `first` bucket `valid`'s head, and brings the tree above it up to date.
+    fn set_head(&mut self, valid: u32, first: Key) {
         if let Some(m) = self.head_mtimes.get_mut(valid as usize) {
             *m = if first == EMPTY {
                 f64::INFINITY
