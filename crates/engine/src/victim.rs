@@ -25,14 +25,15 @@
 //! a bucket is an ordered set of keys `(mtime, section)`, so its first key is its oldest
 //! section (the lower section number first among equal stamps). Over the buckets of a
 //! shelf sits a tournament tree: leaf `v` holds the first key of bucket `v` (or `EMPTY`),
-//! each inner node the smaller key of its two children. Hence:
+//! each inner node the older of its two children. Hence:
 //!
 //! - a section is in the index iff `slots[sec]` is `Some(e)`, and then its key
 //!   `(e.mtime, sec)` is in bucket `e.valid` of shelf `e.kind` and in no other bucket;
 //! - `len` is the number of `Some` slots;
-//! - every tree node holds the smallest key of the buckets under it, the root the oldest
-//!   section of the kind, and `head_mtimes[v]` leaf `v`'s stamp as `f64` (infinity when
-//!   empty); `check_invariants` checks all of this in the tests after every step.
+//! - every tree node holds the smallest key of the buckets under it and that section's
+//!   valid count, the root the oldest section of the kind, and `head_mtimes[v]` is leaf
+//!   `v`'s stamp as `f64` (infinity when empty); `check_invariants` checks all of this in
+//!   the tests after every step.
 //!
 //! Memory is O(n + blocks_per_section); an update costs O(log n) for the bucket and
 //! O(log blocks_per_section) for the tree.
@@ -49,12 +50,15 @@
 //!   within a bucket the oldest section scores highest, and the first key under a tree
 //!   node, scored as if it held the node's lowest valid count, bounds every section under
 //!   that node. The pick is a branch-and-bound descent that skips every subtree whose
-//!   bound cannot beat the best found so far, down to blocks of 16 buckets that are
-//!   scanned in a row. It never depends on n; it is O(cap) at worst, when the buckets'
-//!   oldest sections all score about the same (the bench's `adversarial` layout), and
-//!   visits a few blocks otherwise.
+//!   bound cannot beat the best found so far; the oldest section under each node visited
+//!   is offered as a candidate on the way, which finds a good best early. Near the leaves
+//!   the tree gives way to blocks of 16 buckets, each ruled out or not by one loop over
+//!   its oldest stamps, best bound first. A pick never depends on n; it is O(cap) when
+//!   the buckets' oldest sections all score about the same (no bound can then rule a
+//!   group out: the bench's `cb-*` layouts) and looks at a few blocks otherwise.
 //! - Comparisons are exact: scores are compared as `f64` first (relative error below
-//!   `2^-50`), and as exact `u128` integers or ratios when the two are within `2^-40`.
+//!   `2^-50`; bounds from stamps rounded to `f64` carry a slack for that rounding), and
+//!   as exact `u128` integers or ratios when two are within `2^-40` of each other.
 //!
 //! # Data first (seed 000)
 //!
@@ -391,6 +395,7 @@ impl VictimIndex {
                     weight: u128::from(atgc.age_weight.min(100)),
                     span: u128::from(now.saturating_sub(oldest.0).max(1)),
                     age_coef: f64::from(atgc.age_weight.min(100)) * f64::from(self.cap),
+                    span_f: now.saturating_sub(oldest.0).max(1) as f64,
                 };
                 let fallback = AgeThreshold {
                     threshold: 0,
@@ -439,22 +444,25 @@ impl VictimIndex {
         for shelf in [&self.data, &self.node] {
             for k in 1..shelf.leaves * 2 {
                 let want = if k >= shelf.leaves {
-                    shelf
-                        .buckets
-                        .get(k - shelf.leaves)
-                        .and_then(|b| b.first().copied())
-                        .unwrap_or(EMPTY)
+                    let valid = k - shelf.leaves;
+                    match shelf.buckets.get(valid).and_then(|b| b.first().copied()) {
+                        Some(key) => Head {
+                            key,
+                            valid: u32::try_from(valid).unwrap_or(u32::MAX),
+                        },
+                        None => NO_HEAD,
+                    }
                 } else {
-                    shelf.node(2 * k).min(shelf.node(2 * k + 1))
+                    shelf.node(2 * k).older(shelf.node(2 * k + 1))
                 };
                 assert_eq!(shelf.node(k), want, "tree node {k}");
             }
             for (v, m) in shelf.head_mtimes.iter().enumerate() {
                 let head = shelf.node(shelf.leaves + v);
-                let want = if head == EMPTY {
+                let want = if head.is_empty() {
                     f64::INFINITY
                 } else {
-                    head.0 as f64
+                    head.key.0 as f64
                 };
                 assert_eq!(m.to_bits(), want.to_bits(), "head stamp {v}");
             }
@@ -490,36 +498,65 @@ fn best_of<R: Rule>(tier: &[Option<&Shelf>; 2], rule: &R) -> Option<u32> {
 struct Shelf {
     /// Bucket `v` holds the keys of the sections with `v` valid blocks.
     buckets: Vec<BTreeSet<Key>>,
-    /// `tree[leaves + v]` is bucket `v`'s first key; `tree[k]` the smaller of
+    /// `tree[leaves + v]` is bucket `v`'s first key (and `v`); `tree[k]` the older of
     /// `tree[2k]` and `tree[2k + 1]`; `tree[1]` the root; `tree[0]` unused.
-    tree: Vec<Key>,
+    tree: Vec<Head>,
     /// Leaf count: the bucket count rounded up to a power of two (padding leaves are
-    /// `EMPTY` forever).
+    /// empty forever).
     leaves: usize,
-    /// `head_mtimes[v]` is `tree[leaves + v].0` as `f64`, or infinity for an empty leaf:
-    /// the quick bound of a block of leaves ([`Rule::block_bound`]) reads them in a row.
+    /// `head_mtimes[v]` is leaf `v`'s stamp as `f64`, or infinity for an empty leaf: the
+    /// quick bound of a block of leaves ([`Rule::block_bound`]) reads them in a row.
     head_mtimes: Vec<f64>,
 }
 
-/// The pending nodes of a depth-first walk of a tree. Each step pops one node and pushes
-/// at most its two children, so the walk holds at most one node per level plus one; a
-/// tree has at most 21 levels below its root (`MAX_BLOCKS_PER_SECTION + 1` buckets round
-/// up to `2^21` leaves), so 32 slots never run out.
+/// A tree node: the oldest section under it and its valid count. Nodes are ordered by
+/// key alone.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Head {
+    key: Key,
+    valid: u32,
+}
+
+/// The node of an empty subtree.
+const NO_HEAD: Head = Head {
+    key: EMPTY,
+    valid: u32::MAX,
+};
+
+impl Head {
+    fn is_empty(self) -> bool {
+        self.key == EMPTY
+    }
+
+    fn older(self, other: Self) -> Self {
+        if other.key < self.key {
+            other
+        } else {
+            self
+        }
+    }
+}
+
+/// The pending nodes of a depth-first walk of a tree, each with its approximate bound.
+/// Each step pops one node and pushes at most its two children, so the walk holds at
+/// most one node per level plus one; a tree has at most 21 levels below its root
+/// (`MAX_BLOCKS_PER_SECTION + 1` buckets round up to `2^21` leaves), so 32 slots never
+/// run out.
 #[derive(Default)]
 struct Stack {
-    items: [usize; 32],
+    items: [(usize, f64); 32],
     len: usize,
 }
 
 impl Stack {
-    fn push(&mut self, k: usize) {
+    fn push(&mut self, k: usize, bound: f64) {
         if let Some(slot) = self.items.get_mut(self.len) {
-            *slot = k;
+            *slot = (k, bound);
             self.len += 1;
         }
     }
 
-    fn pop(&mut self) -> Option<usize> {
+    fn pop(&mut self) -> Option<(usize, f64)> {
         self.len = self.len.checked_sub(1)?;
         self.items.get(self.len).copied()
     }
@@ -531,19 +568,19 @@ impl Shelf {
         let leaves = buckets.next_power_of_two();
         Self {
             buckets: vec![BTreeSet::new(); buckets],
-            tree: vec![EMPTY; 2 * leaves],
+            tree: vec![NO_HEAD; 2 * leaves],
             leaves,
             head_mtimes: vec![f64::INFINITY; leaves],
         }
     }
 
-    fn node(&self, k: usize) -> Key {
-        self.tree.get(k).copied().unwrap_or(EMPTY)
+    fn node(&self, k: usize) -> Head {
+        self.tree.get(k).copied().unwrap_or(NO_HEAD)
     }
 
     fn oldest(&self) -> Option<Key> {
         let root = self.node(1);
-        (root != EMPTY).then_some(root)
+        (!root.is_empty()).then_some(root.key)
     }
 
     /// Adds `key` to bucket `valid`; it becomes the bucket's head if it is older.
@@ -552,14 +589,14 @@ impl Shelf {
             return;
         };
         bucket.insert(key);
-        if key < self.node(self.leaves + valid as usize) {
+        if key < self.node(self.leaves + valid as usize).key {
             self.set_head(valid, key);
         }
     }
 
     /// Takes `key` out of bucket `valid`; the next key becomes the head if it was the head.
     fn remove(&mut self, valid: u32, key: Key) {
-        let head = self.node(self.leaves + valid as usize);
+        let head = self.node(self.leaves + valid as usize).key;
         let Some(bucket) = self.buckets.get_mut(valid as usize) else {
             return;
         };
@@ -572,15 +609,19 @@ impl Shelf {
 
     /// Makes `first` bucket `valid`'s head, and brings the tree above it up to date.
     fn set_head(&mut self, valid: u32, first: Key) {
+        let mut value = if first == EMPTY {
+            NO_HEAD
+        } else {
+            Head { key: first, valid }
+        };
         if let Some(m) = self.head_mtimes.get_mut(valid as usize) {
-            *m = if first == EMPTY {
+            *m = if value.is_empty() {
                 f64::INFINITY
             } else {
                 first.0 as f64
             };
         }
         let mut k = self.leaves + valid as usize;
-        let mut value = first;
         loop {
             match self.tree.get_mut(k) {
                 // An unchanged node leaves every ancestor unchanged.
@@ -593,7 +634,7 @@ impl Shelf {
             }
             let sibling = self.node(k ^ 1);
             k /= 2;
-            value = value.min(sibling);
+            value = value.older(sibling);
         }
     }
 
@@ -603,12 +644,12 @@ impl Shelf {
         let mut k = 1;
         while k < self.leaves {
             k *= 2;
-            if self.node(k) == EMPTY {
+            if self.node(k).is_empty() {
                 k += 1;
             }
         }
-        let valid = u32::try_from(k - self.leaves).ok()?;
-        Some((valid, self.node(k)))
+        let leaf = self.node(k);
+        Some((leaf.valid, leaf.key))
     }
 
     /// The buckets under tree node `k` (`k >= 1`): the lowest valid count and how many.
@@ -621,68 +662,176 @@ impl Shelf {
     /// Raises `best` to the best key of this shelf under `rule`, if that beats it.
     ///
     /// Branch and bound: `rule` scores never grow with the valid count or the stamp, so
-    /// the buckets under node `k` score at most `rule.score(lowest valid, tree[k].0)`, and
-    /// their keys are no smaller than `tree[k]`; a subtree that cannot beat `best` is
-    /// skipped. Below `BLOCK` buckets the leaves are scanned in a row instead, which costs
-    /// less than descending to each of them.
-    fn search<R: Rule>(&self, rule: &R, best: &mut Option<Best<R::Score>>) {
+    /// the buckets under node `k` score at most `rule.score(lowest valid, tree[k])`, and
+    /// their keys are no smaller than `tree[k]`'s; a subtree that cannot beat `best` is
+    /// skipped. The oldest section under a node is itself a candidate: each node visited
+    /// offers its children's to `best`, so that a good best is found early and rules out
+    /// more, and the child whose oldest section scores higher goes first. Below `GROUP`
+    /// buckets the tree gives way to blocks of `BLOCK` leaves, each bounded by one cheap
+    /// loop ([`Rule::block_bound`]) and taken best bound first ([`Shelf::scan_group`]).
+    fn search<R: Rule>(&self, rule: &R, best: &mut Option<Best>) {
         let mut stack = Stack::default();
-        stack.push(1);
-        while let Some(k) = stack.pop() {
-            let key = self.node(k);
-            if key == EMPTY {
-                continue;
-            }
+        if let Some((bound, _)) = self.offer(rule, 1, best) {
+            stack.push(1, bound);
+        }
+        while let Some((k, bound)) = stack.pop() {
             let (lowest, width) = self.span(k);
             let valid = u32::try_from(lowest).unwrap_or(u32::MAX);
-            let Some(approx) = rule.approx(valid, key.0) else {
-                continue;
-            };
-            if !beats(rule, best, valid, key, approx) {
+            if !beats(rule, best, valid, self.node(k).key, bound) {
                 continue;
             }
             if width <= BLOCK {
                 self.scan(lowest, width, rule, best);
-            } else {
-                // The lower valid counts first: they score higher, so the bound tightens
-                // sooner.
-                stack.push(2 * k + 1);
-                stack.push(2 * k);
+                continue;
+            }
+            if width <= GROUP {
+                self.scan_group(lowest, width, rule, best);
+                continue;
+            }
+            let (left, right) = (2 * k, 2 * k + 1);
+            match (self.offer(rule, left, best), self.offer(rule, right, best)) {
+                (Some((l, lw)), Some((r, rw))) if lw >= rw => {
+                    stack.push(right, r);
+                    stack.push(left, l);
+                }
+                (Some((l, _)), Some((r, _))) => {
+                    stack.push(left, l);
+                    stack.push(right, r);
+                }
+                (Some((l, _)), None) => stack.push(left, l),
+                (None, Some((r, _))) => stack.push(right, r),
+                (None, None) => {}
             }
         }
     }
 
-    /// [`Shelf::search`] over the `width` buckets from `lowest`, one by one.
-    fn scan<R: Rule>(
-        &self,
-        lowest: usize,
-        width: usize,
-        rule: &R,
-        best: &mut Option<Best<R::Score>>,
-    ) {
+    /// The approximate bound of the subtree under node `k`, or `None` when it holds no
+    /// candidate.
+    fn bound<R: Rule>(&self, rule: &R, k: usize) -> Option<f64> {
+        let head = self.node(k);
+        if head.is_empty() {
+            return None;
+        }
+        let lowest = u32::try_from(self.span(k).0).unwrap_or(u32::MAX);
+        rule.approx(lowest, head.key.0)
+    }
+
+    /// Offers the oldest section under node `k` to `best`; returns the subtree's
+    /// approximate bound and that section's approximate score (minus infinity when it
+    /// is not a candidate), or `None` when the subtree holds no candidate.
+    fn offer<R: Rule>(&self, rule: &R, k: usize, best: &mut Option<Best>) -> Option<(f64, f64)> {
+        let head = self.node(k);
+        if head.is_empty() {
+            return None;
+        }
+        let lowest = u32::try_from(self.span(k).0).unwrap_or(u32::MAX);
+        let bound = rule.approx(lowest, head.key.0)?;
+        let witness = match rule.approx(head.valid, head.key.0) {
+            Some(approx) => {
+                if beats(rule, best, head.valid, head.key, approx) {
+                    *best = Some(Best {
+                        approx,
+                        key: head.key,
+                        valid: head.valid,
+                    });
+                }
+                approx
+            }
+            None => f64::NEG_INFINITY,
+        };
+        Some((bound, witness))
+    }
+
+    /// [`Shelf::search`] over the `width` buckets from `lowest` (a power of two, more
+    /// than `BLOCK`, at most `GROUP`): the bound of every block of `BLOCK` buckets first,
+    /// then the blocks from the highest bound down, until the next bound is below the
+    /// best. Taken in the tree's order, every block could hold a better section than
+    /// the blocks before it, and cost a second pass.
+    fn scan_group<R: Rule>(&self, lowest: usize, width: usize, rule: &R, best: &mut Option<Best>) {
+        let cut = best.as_ref().map_or(f64::NEG_INFINITY, Best::cut);
+        let mut bounds = [f64::NEG_INFINITY; GROUP / BLOCK];
+        for (i, bound) in bounds.iter_mut().take(width / BLOCK).enumerate() {
+            let first = lowest + i * BLOCK;
+            // The tree's bound of the block first (one step), then the block's own.
+            let Some(coarse) = self.bound(rule, (self.leaves + first) / BLOCK) else {
+                continue;
+            };
+            if coarse >= cut {
+                let mtimes = self.head_mtimes.get(first..first + BLOCK).unwrap_or(&[]);
+                *bound = coarse.min(rule.block_bound(first, mtimes));
+            }
+        }
+        loop {
+            let (i, bound) =
+                bounds
+                    .iter()
+                    .copied()
+                    .enumerate()
+                    .fold(
+                        (0, f64::NEG_INFINITY),
+                        |top, (i, b)| if b > top.1 { (i, b) } else { top },
+                    );
+            let cut = best.as_ref().map_or(f64::NEG_INFINITY, Best::cut);
+            if bound == f64::NEG_INFINITY || bound < cut {
+                return;
+            }
+            if let Some(b) = bounds.get_mut(i) {
+                *b = f64::NEG_INFINITY;
+            }
+            self.scan_block(lowest + i * BLOCK, BLOCK, rule, best);
+        }
+    }
+
+    /// [`Shelf::search`] over the `width` buckets from `lowest` (at most `BLOCK`): the
+    /// block's quick bound first.
+    fn scan<R: Rule>(&self, lowest: usize, width: usize, rule: &R, best: &mut Option<Best>) {
+        let cut = best.as_ref().map_or(f64::NEG_INFINITY, Best::cut);
+        let mtimes = self.head_mtimes.get(lowest..lowest + width).unwrap_or(&[]);
+        if rule.block_bound(lowest, mtimes) >= cut {
+            self.scan_block(lowest, width, rule, best);
+        }
+    }
+
+    /// The block's best head by approximate score, offered to `best` alone unless
+    /// another head comes within `2^-40` of it (then each of those, exactly).
+    fn scan_block<R: Rule>(&self, lowest: usize, width: usize, rule: &R, best: &mut Option<Best>) {
         let start = self.leaves + lowest;
         let Some(heads) = self.tree.get(start..start + width) else {
             return;
         };
-        let mut cut = best.as_ref().map_or(f64::NEG_INFINITY, Best::cut);
-        let mtimes = self.head_mtimes.get(lowest..lowest + width).unwrap_or(&[]);
-        if rule.block_bound(lowest, mtimes) < cut {
+        let candidates = (lowest..).zip(heads).filter_map(|(valid, head)| {
+            let valid = u32::try_from(valid).unwrap_or(u32::MAX);
+            if head.is_empty() {
+                return None;
+            }
+            let approx = rule.approx(valid, head.key.0)?;
+            Some(Best {
+                approx,
+                key: head.key,
+                valid,
+            })
+        });
+        let mut top: Option<Best> = None;
+        let mut second = f64::NEG_INFINITY;
+        for c in candidates.clone() {
+            match top {
+                Some(t) if c.approx <= t.approx => second = second.max(c.approx),
+                _ => {
+                    second = top.map_or(second, |t| t.approx);
+                    top = Some(c);
+                }
+            }
+        }
+        let Some(top) = top else { return };
+        if second < top.cut() {
+            if beats(rule, best, top.valid, top.key, top.approx) {
+                *best = Some(top);
+            }
             return;
         }
-        // The common step, a head that scores clearly below the best, costs one
-        // approximation and one comparison (an empty leaf scores 0 and is caught after).
-        for (valid, &key) in (lowest..).zip(heads) {
-            let valid = u32::try_from(valid).unwrap_or(u32::MAX);
-            let Some(approx) = rule.approx(valid, key.0) else {
-                continue;
-            };
-            if approx < cut || key == EMPTY || !beats(rule, best, valid, key, approx) {
-                continue;
-            }
-            if let Some(score) = rule.score(valid, key.0) {
-                let found = Best { score, approx, key };
-                cut = found.cut();
-                *best = Some(found);
+        for c in candidates.filter(|c| c.approx >= top.cut()) {
+            if beats(rule, best, c.valid, c.key, c.approx) {
+                *best = Some(c);
             }
         }
     }
@@ -691,15 +840,19 @@ impl Shelf {
 /// Subtrees of at most this many buckets are scanned leaf by leaf.
 const BLOCK: usize = 16;
 
-/// The best section found so far: its exact score, that score as `f64`, its key.
+/// Subtrees of at most this many buckets are scanned block by block, best bound first.
+const GROUP: usize = 128;
+
+/// The best section found so far: its approximate score, its key and valid count (its
+/// exact score is computed again in the rare comparison that needs it).
 #[derive(Clone, Copy)]
-struct Best<S> {
-    score: S,
+struct Best {
     approx: f64,
     key: Key,
+    valid: u32,
 }
 
-impl<S> Best<S> {
+impl Best {
     /// Approximate scores below this are certainly below the best.
     fn cut(&self) -> f64 {
         self.approx * BELOW
@@ -713,13 +866,7 @@ const ABOVE: f64 = 1.0 + 1.0 / (1u64 << 40) as f64;
 
 /// Whether a section with `valid` blocks and `key`, whose approximate score is `approx`,
 /// beats `best` (or, for a subtree's bound, whether the subtree may hold one that does).
-fn beats<R: Rule>(
-    rule: &R,
-    best: &Option<Best<R::Score>>,
-    valid: u32,
-    key: Key,
-    approx: f64,
-) -> bool {
+fn beats<R: Rule>(rule: &R, best: &Option<Best>, valid: u32, key: Key, approx: f64) -> bool {
     let Some(b) = best else { return true };
     if approx < b.cut() {
         return false;
@@ -727,7 +874,11 @@ fn beats<R: Rule>(
     if approx > b.approx * ABOVE {
         return true;
     }
-    match rule.score(valid, key.0).map(|s| s.cmp(&b.score)) {
+    let exact = rule.score(valid, key.0);
+    match exact
+        .zip(rule.score(b.valid, b.key.0))
+        .map(|(s, t)| s.cmp(&t))
+    {
         Some(Ordering::Greater) => true,
         Some(Ordering::Equal) => key < b.key,
         Some(Ordering::Less) | None => false,
@@ -840,6 +991,9 @@ struct AgeThreshold {
     span: u128,
     /// `weight * cap`, exactly.
     age_coef: f64,
+    /// `span`, rounded once (a `u128` conversion is a library call; this is done once
+    /// per pick).
+    span_f: f64,
 }
 
 impl Rule for AgeThreshold {
@@ -863,7 +1017,36 @@ impl Rule for AgeThreshold {
         }
         let free = u64::from(self.cap.saturating_sub(valid));
         let free_weight = (100 - self.weight as u64) * free;
-        Some(self.age_coef * age as f64 + free_weight as f64 * self.span as f64)
+        Some(self.age_coef * age as f64 + free_weight as f64 * self.span_f)
+    }
+
+    // As cost-benefit's: ages from rounded stamps are off by up to 2^-52 of `now`, so a
+    // head counts as old enough when its age is within 2^-48 of `now` of the threshold,
+    // the age term gains `age_coef` times that, and the result 2^-48 of itself.
+    fn block_bound(&self, lowest: usize, mtimes: &[f64]) -> f64 {
+        let now = self.now as f64;
+        let span = self.span_f;
+        let old_enough = self.threshold as f64 - now * SLACK;
+        let free_weight = (100 - self.weight as u64) as f64;
+        let cap = f64::from(self.cap);
+        let top = (lowest..)
+            .zip(mtimes)
+            .fold(f64::NEG_INFINITY, |top, (valid, m)| {
+                // Saturating, as the exact age is (an empty leaf's infinite stamp gives
+                // 0 too: a score no candidate has, which only loosens the bound).
+                let age = (now - m).max(0.0);
+                let score = if age >= old_enough {
+                    self.age_coef * age + free_weight * (cap - valid as f64) * span
+                } else {
+                    f64::NEG_INFINITY
+                };
+                if score > top {
+                    score
+                } else {
+                    top
+                }
+            });
+        top * (1.0 + SLACK) + self.age_coef * now * SLACK
     }
 }
 
