@@ -143,7 +143,7 @@ impl Stopwatch {
 }
 
 /// Mean nanoseconds of `pick` over `iters` picks, `now` moving on by one each time and
-/// back every 1024 picks (over a million picks the adversarial layout's near ties at
+/// back every 1024 picks (over a million picks the cb-* layouts' near ties at
 /// 10^3 sections, whose ages are about 5 * 10^5, would drift apart).
 fn time_picks(ix: &VictimIndex, policy: Policy, now: u64, iters: u64) -> f64 {
     let opts = PickOptions::default();

@@ -720,12 +720,8 @@ impl Shelf {
     /// approximate bound and that section's approximate score (minus infinity when it
     /// is not a candidate), or `None` when the subtree holds no candidate.
     fn offer<R: Rule>(&self, rule: &R, k: usize, best: &mut Option<Best>) -> Option<(f64, f64)> {
+        let bound = self.bound(rule, k)?;
         let head = self.node(k);
-        if head.is_empty() {
-            return None;
-        }
-        let lowest = u32::try_from(self.span(k).0).unwrap_or(u32::MAX);
-        let bound = rule.approx(lowest, head.key.0)?;
         let witness = match rule.approx(head.valid, head.key.0) {
             Some(approx) => {
                 if beats(rule, best, head.valid, head.key, approx) {
@@ -746,7 +742,7 @@ impl Shelf {
     /// than `BLOCK`, at most `GROUP`): the bound of every block of `BLOCK` buckets first,
     /// then the blocks from the highest bound down, until the next bound is below the
     /// best. Taken in the tree's order, every block could hold a better section than
-    /// the blocks before it, and cost a second pass.
+    /// the blocks before it, and none could be ruled out without a scan of its leaves.
     fn scan_group<R: Rule>(&self, lowest: usize, width: usize, rule: &R, best: &mut Option<Best>) {
         let cut = best.as_ref().map_or(f64::NEG_INFINITY, Best::cut);
         let mut bounds = [f64::NEG_INFINITY; GROUP / BLOCK];
