@@ -16,6 +16,12 @@
 //! and `new-files`, where every touch makes a new file (every fsync has a new entry to make
 //! durable). A's time and the checkpoints written, with `checkpoint_merge` and with
 //! `nocheckpoint_merge`, alternated in one run.
+//!
+//! `victim-pick`: the cleaner's victim index (`uf2fs_engine::victim`): the mean time of a
+//! pick under each policy and of an update, from 10^3 to 10^6 sections (see
+//! `victim_pick.rs`).
+
+mod victim_pick;
 
 use clap::{Parser, Subcommand};
 use std::path::{Path, PathBuf};
@@ -72,6 +78,26 @@ enum Cmd {
         workloads: Vec<String>,
         #[arg(long, default_value = "target/release/uf2fs")]
         uf2fs: PathBuf,
+    },
+    /// Victim index: mean time of a pick (greedy, cost-benefit, age-threshold) and of an
+    /// update, for each section count.
+    VictimPick {
+        /// Where the JSON goes.
+        #[arg(long, default_value = "target/bench/victim-pick.json")]
+        json: PathBuf,
+        /// Section counts to measure.
+        #[arg(
+            long,
+            value_delimiter = ',',
+            default_value = "1000,10000,100000,1000000"
+        )]
+        sections: Vec<u32>,
+        /// Blocks per section.
+        #[arg(long, default_value_t = 512)]
+        cap: u32,
+        /// Operations timed per measurement.
+        #[arg(long, default_value_t = 1_000_000)]
+        iters: u64,
     },
 }
 
@@ -556,5 +582,16 @@ fn main() {
             workloads,
             uf2fs,
         } => checkpoint_merge(&dir, ops, competitors, runs, &workloads, &uf2fs),
+        Cmd::VictimPick {
+            json,
+            sections,
+            cap,
+            iters,
+        } => {
+            if let Err(e) = victim_pick::victim_pick(&sections, cap, iters, &json) {
+                eprintln!("victim-pick: {e}");
+                std::process::exit(1);
+            }
+        }
     }
 }

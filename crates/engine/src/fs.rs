@@ -346,7 +346,7 @@ impl Fs {
         }
         let h = &m.cp.head;
         Ok(WriteState {
-            segs: Space::new(layout, sit, &journal, &m.cp, sums),
+            segs: Space::new(layout, sit, &journal, &m.cp, sums)?,
             cp: CheckpointState {
                 version: m.cp.version(),
                 pack: m.cp.pack,

@@ -207,7 +207,6 @@ impl Fs {
         // A checkpoint being written still owns its nodes' new addresses: let it land first.
         crate::durability::checkpoint::settle(v, ws)?;
         let opts = v.options;
-        let bps = ws.segs.blocks_per_section();
         let free_secs = ws.segs.free_segments() / u64::from(v.layout.segs_per_sec.max(1));
         let short = free_secs <= u64::from(NODE_GC_SECTIONS);
         if short {
@@ -215,12 +214,8 @@ impl Fs {
         } else if free_secs >= u64::from(2 * NODE_GC_SECTIONS) {
             ws.gc.require_node_gc = false;
         }
-        let penalty = if opts.gc_node_penalty && !ws.gc.require_node_gc {
-            bps
-        } else {
-            0
-        };
-        let Some((sec, kind)) = ws.segs.victim(opts.gc_policy, penalty, None) else {
+        let data_first = opts.gc_node_penalty && !ws.gc.require_node_gc;
+        let Some((sec, kind)) = ws.segs.victim(opts.gc_policy, data_first, None) else {
             return Ok(None);
         };
         if u64::from(ws.segs.section_valid(sec)) > budget {

@@ -102,7 +102,7 @@ impl Space {
         journal: &[u32],
         cp: &Checkpoint,
         sums: [Vec<RawSummary>; 6],
-    ) -> Space {
+    ) -> Result<Space> {
         let cursegs = cp
             .cursegs
             .iter()
@@ -131,11 +131,11 @@ impl Space {
             reserved: BTreeSet::new(),
             patched: std::collections::BTreeMap::new(),
             sit_bitmap: cp.sit_bitmap.clone(),
-            sections: Sections::new(layout.main_segments, layout.segs_per_sec.max(1)),
+            sections: Sections::new(layout.main_segments, layout.segs_per_sec.max(1))?,
             unmovable: BTreeSet::new(),
         };
         space.rebuild_sections();
-        space
+        Ok(space)
     }
 
     /// Makes `addr` a valid block owned by `sum` (recovery of a block written after the last
@@ -526,15 +526,15 @@ impl Space {
         self.sections.set_candidate(sec, kind);
     }
 
-    /// The best section to clean under `policy` (node sections weigh `node_penalty` blocks
-    /// more), if any is a candidate; with its kind.
+    /// The best section to clean under `policy` (with `data_first`, node sections after data
+    /// ones), if any is a candidate; with its kind.
     pub fn victim(
         &self,
         policy: Policy,
-        node_penalty: u32,
+        data_first: bool,
         only: Option<VictimKind>,
     ) -> Option<(u32, VictimKind)> {
-        let sec = self.sections.pick(policy, node_penalty, only)?;
+        let sec = self.sections.pick(policy, data_first, only)?;
         let sps = self.layout.segs_per_sec.max(1);
         let kind = (sec * sps..(sec + 1) * sps)
             .filter_map(|s| self.entries.get(s as usize))

@@ -10,7 +10,7 @@
 //! Sections found in use at mount get stamps below every new one, in the order of their SIT
 //! mtimes, so that cost-benefit still sees the oldest data as oldest.
 
-use crate::victim::{Kind, Pick, VictimIndex};
+use crate::victim::{Atgc, Kind, PickOptions, VictimIndex};
 
 /// How the cleaner chooses its victim (`-o gc_policy=`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -46,16 +46,18 @@ pub(crate) struct Sections {
 }
 
 impl Sections {
-    pub fn new(main_segments: u32, segs_per_sec: u32) -> Sections {
+    pub fn new(main_segments: u32, segs_per_sec: u32) -> crate::error::Result<Sections> {
         let n = main_segments / segs_per_sec.max(1);
         let cap = segs_per_sec.max(1) * uf2fs_format::BLOCKS_PER_SEG;
-        Sections {
+        Ok(Sections {
             valid: vec![0; n as usize],
             stamp: vec![0; n as usize],
             clock: 0,
-            index: VictimIndex::new(n, cap),
+            index: VictimIndex::new(n, cap).map_err(|e| {
+                crate::error::Error::Unsupported(format!("sections of this size: {e}"))
+            })?,
             blocks_per_section: cap,
-        }
+        })
     }
 
     pub fn count(&self) -> u32 {
@@ -104,7 +106,11 @@ impl Sections {
         match kind {
             Some(k) => {
                 let (v, s) = (self.valid(sec), self.stamp.get(sec as usize).copied());
-                self.index.set(sec, k, v, s.unwrap_or(0));
+                // Out of range only for a section or count the index was not made for, which
+                // the callers' own bounds rule out: the section then just is not a candidate.
+                if self.index.set(sec, k, v, s.unwrap_or(0)).is_err() {
+                    self.index.remove(sec);
+                }
             }
             None => {
                 self.index.remove(sec);
@@ -116,17 +122,21 @@ impl Sections {
         self.index.len()
     }
 
-    /// The best victim under `policy`; node sections weigh `node_penalty` blocks more.
-    pub fn pick(&self, policy: Policy, node_penalty: u32, only: Option<Kind>) -> Option<u32> {
-        self.index.pick(&Pick {
-            policy: match policy {
-                Policy::Greedy => crate::victim::Policy::Greedy,
-                Policy::CostBenefit => crate::victim::Policy::CostBenefit,
-                Policy::AgeThreshold => crate::victim::Policy::AgeThreshold,
-            },
-            now: self.clock,
-            node_penalty,
+    /// The best victim under `policy`; with `data_first`, node sections come after data
+    /// ones (greedy: they weigh one section more).
+    pub fn pick(&self, policy: Policy, data_first: bool, only: Option<Kind>) -> Option<u32> {
+        let policy = match policy {
+            Policy::Greedy => crate::victim::Policy::Greedy,
+            Policy::CostBenefit => crate::victim::Policy::CostBenefit,
+            // Old enough: written before the last tenth of what the clock has counted
+            // (the kernel's default threshold is 7 days of a volume's life).
+            Policy::AgeThreshold => crate::victim::Policy::AgeThreshold(Atgc::new(self.clock / 10)),
+        };
+        let opts = PickOptions {
+            data_first,
+            node_gc_required: false,
             only,
-        })
+        };
+        self.index.pick(policy, self.clock, opts)
     }
 }
