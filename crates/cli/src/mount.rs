@@ -242,12 +242,13 @@ fn print_status(out: &mut impl Write, v: &Value) -> std::io::Result<()> {
     )?;
     writeln!(
         out,
-        "              moved {} data and {} node blocks; {} checkpoints for space; {} stale summaries skipped; longest wait for space {} ms",
+        "              moved {} data and {} node blocks; {} checkpoints for space; {} stale summaries skipped; longest wait for space {} ms, longest section {} ms",
         n("/gc/data_blocks_moved"),
         n("/gc/node_blocks_moved"),
         n("/gc/checkpoints_for_space"),
         n("/gc/stale_summaries"),
-        n("/gc/worst_wait_us") / 1000
+        n("/gc/worst_wait_us") / 1000,
+        n("/gc/longest_section_us") / 1000
     )?;
     let (mut total, mut causes) = (0, Vec::new());
     if let Some(Value::Object(m)) = v.pointer("/io/written_blocks") {
