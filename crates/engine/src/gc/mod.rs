@@ -581,17 +581,13 @@ impl Fs {
 }
 
 /// Sections the background cleaner cleans ahead before the checkpoint that frees them: at
-/// least four, one per 128 sections (on the 2 GiB seed 000 run, one per 64 gave WAF 6.34,
-/// one per 32 6.52, one per 128 6.29: see docs/design.md). Each checkpoint after cleaning rewrites the direct nodes
-/// the moves touched (up to every direct node of the files moved), so more sections per
-/// checkpoint cost fewer node writes each; but every section held free raises the
-/// utilisation of the others, and so what each cleaning moves.
+/// least four, one per 128 sections. Each checkpoint after cleaning rewrites the direct
+/// nodes the moves touched (up to every direct node of the files moved), so more sections
+/// per checkpoint cost fewer node writes each; but every section held free raises the
+/// utilisation of the others, and so what each cleaning moves. On the 2 GiB seed 000 run
+/// (docs/design.md) one per 128 gave WAF 6.29, one per 64 6.34, one per 32 6.52.
 fn batch(sections: u32) -> u64 {
-    let div = std::env::var("UF2FS_GC_BATCH_DIV")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(64);
-    u64::from(sections / div).max(4)
+    u64::from(sections / 128).max(4)
 }
 
 /// What a change leaves free beyond its own blocks and the dirty nodes: room for the
@@ -599,11 +595,7 @@ fn batch(sections: u32) -> u64 {
 /// batch of cleaning (near full, a checkpoint after a single cleaned section writes more
 /// nodes than the section frees: the cleaner must be able to clean several first).
 fn change_reserve(bps: u64, sections: u32) -> u64 {
-    let cap = std::env::var("UF2FS_GC_RESERVE_CAP")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(u64::MAX);
-    cp_room(bps) + bps * (2 + (batch(sections) / 2).min(cap))
+    cp_room(bps) + bps * (2 + batch(sections) / 2)
 }
 
 /// Free sections at or below which node sections lose their penalty (the seed's
