@@ -8,6 +8,11 @@
 //! file (the raw read of the bytes) and `cp -a` of the source tree (the same files read and
 //! written by the host file system).
 //!
+//! `gc-waf`: the cleaner's write amplification under random overwrites (seed 000, skewed
+//! variants), seed 001's small-file rewrites and seed 003's latency log, on uf2fs over a loop
+//! device, on Linux 6.1 (kernel-f2fs, or its saved baselines) and at the exact-greedy limit
+//! (`gcwaf.rs`).
+//!
 //! `checkpoint-merge`: seed 002's experiment on a uf2fs FUSE mount, scaled to this machine:
 //! thread A does 1000 × (touch a file in dir1; fsync dir1) (a directory fsync asks for a
 //! checkpoint), while thread B streams 128 KiB writes and thread(s) C loop (touch a file in
@@ -22,6 +27,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 use uf2fs_testkit::{gen_tree, mkfs_sload, run, TreeSpec};
+
+mod gcwaf;
 
 #[derive(Parser)]
 struct Cli {
@@ -73,6 +80,9 @@ enum Cmd {
         #[arg(long, default_value = "target/release/uf2fs")]
         uf2fs: PathBuf,
     },
+    /// The cleaner's write amplification: uf2fs (FUSE over a loop device) beside Linux 6.1
+    /// (kernel-f2fs or a saved baseline) beside exact greedy (wafsim), same workloads.
+    GcWaf(Box<gcwaf::GcWafArgs>),
 }
 
 fn median_secs(runs: usize, mut f: impl FnMut()) -> f64 {
@@ -556,5 +566,11 @@ fn main() {
             workloads,
             uf2fs,
         } => checkpoint_merge(&dir, ops, competitors, runs, &workloads, &uf2fs),
+        Cmd::GcWaf(args) => {
+            if let Err(e) = gcwaf::run(&args) {
+                eprintln!("gc-waf: {e}");
+                std::process::exit(1);
+            }
+        }
     }
 }
