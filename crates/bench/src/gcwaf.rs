@@ -1153,6 +1153,50 @@ fn row_line(workload: &str, side: &str, v: &Value) -> String {
     s
 }
 
+fn finished(v: &&Value) -> bool {
+    v.get("finished").and_then(Value::as_bool) == Some(true)
+}
+
+/// The cleaner's targets (../shared/tools/README.md): WAF at most half of Linux's on the same
+/// job, and GC moving no more than 1.05x the blocks exact greedy moves (greedy moves WAF - 1
+/// blocks per user block). Only when uf2fs finished the job.
+fn verdict(ours: Option<&Value>, linux: Option<&Value>, greedy: Option<&Value>) -> Option<Value> {
+    let ours = ours.filter(finished)?;
+    let waf = f(ours, "/phase/result/waf")?;
+    let user = u(ours, "/phase/result/user_blocks").filter(|&u| u > 0)?;
+    let moved = u(ours, "/phase/result/counters/gc_blocks_moved").map(|m| m as f64 / user as f64);
+    let linux_waf = linux
+        .filter(finished)
+        .and_then(|v| f(v, "/phase/result/waf"));
+    let greedy_moved = greedy.and_then(|g| f(g, "/waf")).map(|w| w - 1.0);
+    let ratio = |a: Option<f64>, b: Option<f64>| match (a, b) {
+        (Some(a), Some(b)) if b > 0.0 => Some(a / b),
+        _ => None,
+    };
+    Some(json!({
+        "waf": waf,
+        "linux_waf": linux_waf,
+        "waf_over_linux": ratio(Some(waf), linux_waf),
+        "target_waf_over_linux": 0.5,
+        "gc_moved_per_user_block": moved,
+        "greedy_moved_per_user_block": greedy_moved,
+        "moved_over_greedy": ratio(moved, greedy_moved),
+        "target_moved_over_greedy": 1.05,
+    }))
+}
+
+fn verdict_line(workload: &str, v: &Value) -> String {
+    let r = |p: &str| f(v, p).map_or_else(|| "-".to_string(), |x| format!("{x:.2}"));
+    format!(
+        "{workload:<9} {:<13} uf2fs WAF / Linux WAF = {} (target <= 0.50); GC moved per user block {} vs greedy {}: {}x (target <= 1.05x)",
+        "targets",
+        r("/waf_over_linux"),
+        r("/gc_moved_per_user_block"),
+        r("/greedy_moved_per_user_block"),
+        r("/moved_over_greedy"),
+    )
+}
+
 pub fn run(a: &GcWafArgs) -> Res<()> {
     std::fs::create_dir_all(&a.dir).map_err(|e| format!("{}: {e}", a.dir.display()))?;
     let payload = build_tools(a, &a.dir)?;
@@ -1252,6 +1296,10 @@ pub fn run(a: &GcWafArgs) -> Res<()> {
             }
             _ => None,
         };
+        let verdict = verdict(ours.as_ref(), linux.as_ref(), greedy.as_ref());
+        if let Some(v) = &verdict {
+            lines.push(verdict_line(wname, v));
+        }
         rows.push(json!({
             "workload": wname,
             "params": spec.params,
@@ -1260,6 +1308,7 @@ pub fn run(a: &GcWafArgs) -> Res<()> {
             "linux": linux,
             "linux_mode": format!("{mode:?}").to_lowercase(),
             "greedy": greedy,
+            "verdict": verdict,
         }));
     }
     println!(
