@@ -8,6 +8,11 @@
 //! file (the raw read of the bytes) and `cp -a` of the source tree (the same files read and
 //! written by the host file system).
 //!
+//! `gc-waf`: the cleaner's write amplification under random overwrites (seed 000, skewed
+//! variants), seed 001's small-file rewrites and seed 003's latency log, on uf2fs over a loop
+//! device, on Linux 6.1 (kernel-f2fs, or its saved baselines) and at the exact-greedy limit
+//! (`gcwaf.rs`).
+//!
 //! `checkpoint-merge`: seed 002's experiment on a uf2fs FUSE mount, scaled to this machine:
 //! thread A does 1000 × (touch a file in dir1; fsync dir1) (a directory fsync asks for a
 //! checkpoint), while thread B streams 128 KiB writes and thread(s) C loop (touch a file in
@@ -28,6 +33,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 use uf2fs_testkit::{gen_tree, mkfs_sload, run, TreeSpec};
+
+mod gcwaf;
 
 #[derive(Parser)]
 struct Cli {
@@ -99,6 +106,9 @@ enum Cmd {
         #[arg(long, default_value_t = 1_000_000)]
         iters: u64,
     },
+    /// The cleaner's write amplification: uf2fs (FUSE over a loop device) beside Linux 6.1
+    /// (kernel-f2fs or a saved baseline) beside exact greedy (wafsim), same workloads.
+    GcWaf(Box<gcwaf::GcWafArgs>),
 }
 
 fn median_secs(runs: usize, mut f: impl FnMut()) -> f64 {
@@ -590,6 +600,12 @@ fn main() {
         } => {
             if let Err(e) = victim_pick::victim_pick(&sections, cap, iters, &json) {
                 eprintln!("victim-pick: {e}");
+                std::process::exit(1);
+            }
+        }
+        Cmd::GcWaf(args) => {
+            if let Err(e) = gcwaf::run(&args) {
+                eprintln!("gc-waf: {e}");
                 std::process::exit(1);
             }
         }
