@@ -4,7 +4,7 @@
 
 use crate::error::Result;
 use crate::fs::StatFs;
-use crate::space::sit::{usage, SegmentUsage};
+use crate::space::sit::SegmentUsage;
 use crate::vol::{Fs, Options};
 use std::collections::BTreeMap;
 use uf2fs_device::IoCause;
@@ -75,8 +75,8 @@ impl Fs {
                     crate::Error::InvalidArgument("internal lock poisoned by an earlier failure")
                 })?;
                 Some((
-                    usage(&ws.segs.entries),
-                    ws.segs.prefree.len() as u32,
+                    ws.segs.usage(),
+                    ws.segs.prefree_segments() as u32,
                     CheckpointStats {
                         requested: ws.cp.requests,
                         written: ws.cp.written,

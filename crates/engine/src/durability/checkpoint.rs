@@ -27,7 +27,7 @@
 use crate::data::{land, runs};
 use crate::durability::state::{chain_version, IoDone, Pending};
 use crate::error::{Error, Result};
-use crate::space::{Log, Space};
+use crate::space::Log;
 use crate::state::WriteState;
 use crate::vol::Vol;
 use std::collections::BTreeMap;
@@ -37,14 +37,13 @@ use uf2fs_format::checkpoint::{flags, CP_CHECKSUM_OFFSET, CP_HEAD_SIZE, ORPHANS_
 use uf2fs_format::crc::{f2fs_crc32, F2FS_SUPER_MAGIC};
 use uf2fs_format::inode::{checksum_seed, compute_checksum, inline_flags, I_ADDR_OFFSET};
 use uf2fs_format::nat::{NatEntry, NAT_JOURNAL_ENTRIES};
+use uf2fs_format::nat::{RawNatEntry, RawNatJournal, RawNatJournalEntry};
 use uf2fs_format::node::{Footer, DENT_BIT, FOOTER_OFFSET, FSYNC_BIT};
-use uf2fs_format::sit::{sit_block_addr, SIT_ENTRIES_PER_BLOCK, SIT_JOURNAL_ENTRIES};
-use uf2fs_format::summary::{
-    compacted_blocks, RawSummary, JOURNAL_BODY, JOURNAL_SIZE, SUM_TYPE_NODE,
-};
+use uf2fs_format::sit::{RawSitEntry, RawSitJournal, RawSitJournalEntry, SIT_JOURNAL_ENTRIES};
+use uf2fs_format::summary::{compacted_blocks, RawSummary, JOURNAL_SIZE, SUM_TYPE_NODE};
 use uf2fs_format::superblock::feature;
 use uf2fs_format::{Block, BLOCKS_PER_SEG, BLOCK_SIZE};
-use zerocopy::IntoBytes;
+use zerocopy::{FromBytes, IntoBytes};
 
 /// What a checkpoint writes, in order: everything but the pack's trailing block, a flush,
 /// that block, a flush.
@@ -136,8 +135,7 @@ pub(crate) fn settle(vol: &Vol, ws: &mut WriteState) -> Result<()> {
     ws.cp.pack = p.pack;
     ws.cp.head = p.head;
     ws.cp.crc = p.crc;
-    ws.segs.prefree.retain(|s| !p.prefree.contains(s));
-    ws.segs.release_reserved(&p.reserved);
+    ws.segs.checkpoint_landed(&p.prefree, &p.reserved);
     ws.cp.covered_seq = p.start_seq;
     ws.cp.written += 1;
     vol.nodes.written(&p.nodes);
@@ -192,7 +190,7 @@ impl CheckpointWrites {
 fn build(vol: &Vol, ws: &mut WriteState, umount: bool) -> Result<CheckpointWrites> {
     let start_seq = vol.change_seq.load(std::sync::atomic::Ordering::SeqCst);
     let mut body: Vec<(u64, Vec<u8>, IoCause, &'static str)> = Vec::new();
-    ws.segs.now = ws.cp.elapsed();
+    ws.segs.set_clock(ws.cp.elapsed());
     // 1. Nodes, out of place.
     let dirty = vol.nodes.dirty_snapshot()?;
     // These nodes belong to the checkpoint being written: their cp_ver is its (plain)
@@ -212,11 +210,7 @@ fn build(vol: &Vol, ws: &mut WriteState, umount: bool) -> Result<CheckpointWrite
     }
     ws.segs.roll_full()?;
     let ssa = u64::from(vol.layout.ssa);
-    let patched = std::mem::take(&mut ws.segs.patched);
-    for (segno, blk) in std::mem::take(&mut ws.segs.closed)
-        .into_iter()
-        .chain(patched)
-    {
+    for (segno, blk) in ws.segs.take_summaries() {
         body.push((
             ssa + u64::from(segno),
             blk.to_vec(),
@@ -229,7 +223,10 @@ fn build(vol: &Vol, ws: &mut WriteState, umount: bool) -> Result<CheckpointWrite
     for (addr, b) in nat_blocks {
         body.push((addr, b.to_vec(), IoCause::Checkpoint, "NAT block"));
     }
-    let sit_journal = flush_sit(vol, ws, &mut body)?;
+    let (sit_journal, sit_blocks) = ws.segs.sit_changes();
+    for (addr, b) in sit_blocks {
+        body.push((addr, b.to_vec(), IoCause::Checkpoint, "SIT block"));
+    }
     // 3. The pack.
     let version = ws.cp.version + 1;
     let mut h = ws.cp.head.clone();
@@ -238,9 +235,9 @@ fn build(vol: &Vol, ws: &mut WriteState, umount: bool) -> Result<CheckpointWrite
     h.free_segment_count.set(ws.segs.free_count());
     h.valid_node_count.set(ws.counts.valid_nodes);
     h.valid_inode_count.set(ws.counts.valid_inodes);
-    h.elapsed_time.set(ws.segs.now);
+    h.elapsed_time.set(ws.segs.clock());
     let mut alloc = [0u8; 16];
-    for (i, c) in ws.segs.cursegs.iter().enumerate() {
+    for (i, c) in ws.segs.logs().iter().enumerate() {
         let (seg, off) = if i < 3 {
             (&mut h.cur_data_segno, &mut h.cur_data_blkoff)
         } else {
@@ -257,7 +254,7 @@ fn build(vol: &Vol, ws: &mut WriteState, umount: bool) -> Result<CheckpointWrite
     h.alloc_type = alloc;
     let counts: Vec<usize> = ws
         .segs
-        .cursegs
+        .logs()
         .iter()
         .take(3)
         .map(|c| {
@@ -310,15 +307,15 @@ fn build(vol: &Vol, ws: &mut WriteState, umount: bool) -> Result<CheckpointWrite
     put(&mut cpb, 0, h.as_bytes());
     let mut payload_blocks = vec![[0u8; BLOCK_SIZE]; payload];
     if payload == 0 {
-        put(&mut cpb, CP_HEAD_SIZE, &ws.segs.sit_bitmap);
+        put(&mut cpb, CP_HEAD_SIZE, ws.segs.sit_bitmap());
         put(
             &mut cpb,
-            CP_HEAD_SIZE + ws.segs.sit_bitmap.len(),
+            CP_HEAD_SIZE + ws.segs.sit_bitmap().len(),
             &nat_bitmap,
         );
     } else {
         put(&mut cpb, CP_HEAD_SIZE, &nat_bitmap);
-        for (i, chunk) in ws.segs.sit_bitmap.chunks(BLOCK_SIZE).enumerate() {
+        for (i, chunk) in ws.segs.sit_bitmap().chunks(BLOCK_SIZE).enumerate() {
             if let Some(p) = payload_blocks.get_mut(i) {
                 put(p, 0, chunk);
             }
@@ -350,7 +347,7 @@ fn build(vol: &Vol, ws: &mut WriteState, umount: bool) -> Result<CheckpointWrite
     }
     blocks.extend(data_sums);
     if umount {
-        for c in ws.segs.cursegs.iter().skip(3) {
+        for c in ws.segs.logs().iter().skip(3) {
             let mut b = [0u8; BLOCK_SIZE];
             put(&mut b, 0, &summaries_bytes(&c.sum, 512));
             b[BLOCK_SIZE - 5] = SUM_TYPE_NODE;
@@ -373,8 +370,8 @@ fn build(vol: &Vol, ws: &mut WriteState, umount: bool) -> Result<CheckpointWrite
         head: h,
         crc,
         start_seq,
-        prefree: ws.segs.prefree.clone(),
-        reserved: ws.segs.reserved.clone(),
+        prefree: ws.segs.prefree_set().clone(),
+        reserved: ws.segs.reserved_set().clone(),
         nodes: dirty,
     });
     Ok(CheckpointWrites {
@@ -425,85 +422,40 @@ pub(crate) fn write_nodes(
     Ok(writes)
 }
 
-/// Changed SIT entries: the journal if they fit, else their whole blocks to the other copy.
-fn flush_sit(
-    vol: &Vol,
-    ws: &mut WriteState,
-    body: &mut Vec<(u64, Vec<u8>, IoCause, &'static str)>,
-) -> Result<Vec<(u32, [u8; 74])>> {
-    let encode = |segs: &Space, segno: u32| -> [u8; 74] {
-        let mut e = [0u8; 74];
-        if let Some(s) = segs.entries.get(segno as usize) {
-            put(
-                &mut e,
-                0,
-                &((u16::from(s.seg_type) << 10) | s.valid_blocks).to_le_bytes(),
-            );
-            put(&mut e, 2, &s.valid_map);
-            put(&mut e, 66, &s.mtime.to_le_bytes());
-        }
-        e
-    };
-    if ws.segs.dirty.len() <= SIT_JOURNAL_ENTRIES {
-        return Ok(ws
-            .segs
-            .dirty
-            .iter()
-            .map(|&s| (s, encode(&ws.segs, s)))
-            .collect());
-    }
-    let per = SIT_ENTRIES_PER_BLOCK as u32;
-    let blocks: std::collections::BTreeSet<u32> = ws.segs.dirty.iter().map(|s| s / per).collect();
-    for index in blocks {
-        let mut b = [0u8; BLOCK_SIZE];
-        for k in 0..per {
-            let segno = index * per + k;
-            if segno < vol.layout.main_segments {
-                put(&mut b, k as usize * 74, &encode(&ws.segs, segno));
-            }
-        }
-        if let Some(v) = ws.segs.sit_bitmap.get_mut(index as usize / 8) {
-            *v ^= 0x80 >> (index % 8);
-        }
-        let addr = sit_block_addr(&vol.layout, &ws.segs.sit_bitmap, index);
-        body.push((addr, b.to_vec(), IoCause::Checkpoint, "SIT block"));
-    }
-    ws.segs.dirty.clear();
-    Ok(Vec::new())
-}
-
+/// A summary block's journal (`which` 0: NAT, else SIT): a count, then the entries, laid out
+/// through the format's journal structs.
 fn journal_bytes(
     nat: &[(u32, NatEntry)],
-    sit: &[(u32, [u8; 74])],
+    sit: &[(u32, RawSitEntry)],
     which: u8,
 ) -> [u8; JOURNAL_SIZE] {
     let mut j = [0u8; JOURNAL_SIZE];
+    let (count, body) = j.split_at_mut(2);
     if which == 0 {
-        put(
-            &mut j,
-            0,
-            &(nat.len().min(NAT_JOURNAL_ENTRIES) as u16).to_le_bytes(),
-        );
-        for (i, (nid, e)) in nat.iter().take(NAT_JOURNAL_ENTRIES).enumerate() {
-            let at = 2 + i * 13;
-            put(&mut j, at, &nid.to_le_bytes());
-            put(&mut j, at + 4, &[e.version]);
-            put(&mut j, at + 5, &e.ino.to_le_bytes());
-            put(&mut j, at + 9, &e.block_addr.to_le_bytes());
+        count.copy_from_slice(&(nat.len().min(NAT_JOURNAL_ENTRIES) as u16).to_le_bytes());
+        if let Ok(raw) = RawNatJournal::mut_from_bytes(body) {
+            for (slot, (nid, e)) in raw.entries.iter_mut().zip(nat) {
+                *slot = RawNatJournalEntry {
+                    nid: (*nid).into(),
+                    entry: RawNatEntry {
+                        version: e.version,
+                        ino: e.ino.into(),
+                        block_addr: e.block_addr.into(),
+                    },
+                };
+            }
         }
     } else {
-        put(
-            &mut j,
-            0,
-            &(sit.len().min(SIT_JOURNAL_ENTRIES) as u16).to_le_bytes(),
-        );
-        for (i, (segno, e)) in sit.iter().take(SIT_JOURNAL_ENTRIES).enumerate() {
-            let at = 2 + i * 78;
-            put(&mut j, at, &segno.to_le_bytes());
-            put(&mut j, at + 4, e);
+        count.copy_from_slice(&(sit.len().min(SIT_JOURNAL_ENTRIES) as u16).to_le_bytes());
+        if let Ok(raw) = RawSitJournal::mut_from_bytes(body) {
+            for (slot, (segno, e)) in raw.entries.iter_mut().zip(sit) {
+                *slot = RawSitJournalEntry {
+                    segno: (*segno).into(),
+                    entry: *e,
+                };
+            }
         }
     }
-    let _ = JOURNAL_BODY;
     j
 }
 
@@ -512,7 +464,7 @@ fn compacted(
     ws: &WriteState,
     counts: [usize; 3],
     nat: &[(u32, NatEntry)],
-    sit: &[(u32, [u8; 74])],
+    sit: &[(u32, RawSitEntry)],
 ) -> Vec<Block> {
     let mut out = vec![[0u8; BLOCK_SIZE]];
     if let Some(first) = out.first_mut() {
@@ -521,7 +473,7 @@ fn compacted(
     }
     let mut blk = 0usize;
     let mut off = 2 * JOURNAL_SIZE;
-    for (c, n) in ws.segs.cursegs.iter().zip(counts) {
+    for (c, n) in ws.segs.logs().iter().zip(counts) {
         for s in c.sum.iter().take(n) {
             if off + 7 > BLOCK_SIZE - 5 {
                 out.push([0u8; BLOCK_SIZE]);
@@ -538,9 +490,9 @@ fn compacted(
 }
 
 /// Three normal data summary blocks: hot (with the NAT journal), warm, cold (SIT journal).
-fn normal_data(ws: &WriteState, nat: &[(u32, NatEntry)], sit: &[(u32, [u8; 74])]) -> Vec<Block> {
+fn normal_data(ws: &WriteState, nat: &[(u32, NatEntry)], sit: &[(u32, RawSitEntry)]) -> Vec<Block> {
     ws.segs
-        .cursegs
+        .logs()
         .iter()
         .take(3)
         .enumerate()

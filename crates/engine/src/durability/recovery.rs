@@ -125,14 +125,8 @@ impl Fs {
         };
         // Keep the chain from being overwritten before the recovery checkpoint lands.
         for l in chain {
-            let (segno, off) = ws
-                .segs
-                .locate(l.addr)
-                .ok_or_else(|| corrupt(l.addr, "outside the main area"))?;
-            if let Some(c) = ws.segs.cursegs.iter_mut().find(|c| c.segno == segno) {
-                c.next = c.next.max(off as u16 + 1);
-            } else {
-                ws.segs.reserved.insert(segno);
+            if !ws.segs.keep_for_recovery(l.addr) {
+                return Err(corrupt(l.addr, "outside the main area"));
             }
         }
         // 1. The files to replay.

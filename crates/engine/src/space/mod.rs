@@ -21,11 +21,14 @@ use sections::Sections;
 pub(crate) use sections::VictimKind;
 use std::collections::BTreeSet;
 use uf2fs_format::checkpoint::Checkpoint;
-use uf2fs_format::sit::SitEntry;
+use uf2fs_format::sit::{
+    sit_block_addr, RawSitBlock, RawSitEntry, SitEntry, SIT_ENTRIES_PER_BLOCK, SIT_JOURNAL_ENTRIES,
+    SIT_TYPE_SHIFT,
+};
 use uf2fs_format::summary::{RawSummary, ENTRIES_IN_SUM, SUM_TYPE_DATA, SUM_TYPE_NODE};
 use uf2fs_format::superblock::Layout;
 use uf2fs_format::{Block, BLOCKS_PER_SEG, BLOCK_SIZE};
-use zerocopy::IntoBytes;
+use zerocopy::{FromBytes, IntoBytes};
 
 /// The logs, in curseg type order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,6 +51,9 @@ impl Log {
     }
 }
 
+/// What a checkpoint writes of the SIT: journal entries, or whole blocks by address.
+pub(crate) type SitChanges = (Vec<(u32, RawSitEntry)>, Vec<(u64, Box<Block>)>);
+
 /// One current segment.
 #[derive(Clone)]
 pub(crate) struct Curseg {
@@ -61,27 +67,27 @@ pub(crate) struct Curseg {
 
 pub(crate) struct Space {
     layout: Layout,
-    pub entries: Vec<SitEntry>,
+    entries: Vec<SitEntry>,
     /// SIT entries changed since the last checkpoint (or in the journal at mount).
-    pub dirty: BTreeSet<u32>,
+    dirty: BTreeSet<u32>,
     /// Emptied since the last checkpoint: free only after the next one.
-    pub prefree: BTreeSet<u32>,
-    pub cursegs: Vec<Curseg>,
+    prefree: BTreeSet<u32>,
+    cursegs: Vec<Curseg>,
     /// Summary blocks of segments closed since the last checkpoint, to write to the SSA.
-    pub closed: Vec<(u32, Box<Block>)>,
+    closed: Vec<(u32, Box<Block>)>,
     /// Segment age clock (the filesystem's own seconds), for SIT mtime.
-    pub now: u64,
+    now: u64,
     /// Main segments with no valid block (free, prefree or an empty log), kept as blocks
     /// come and go so that the space check before every change costs nothing.
     empty: u32,
     /// Space that hold the roll-forward chain being recovered: not handed out before the
     /// recovery's checkpoint is durable (cleared with `prefree`).
-    pub reserved: BTreeSet<u32>,
+    reserved: BTreeSet<u32>,
     /// SSA blocks of segments that are not logs, changed by recovery; written at the next
     /// checkpoint.
-    pub patched: std::collections::BTreeMap<u32, Box<Block>>,
+    patched: std::collections::BTreeMap<u32, Box<Block>>,
     /// Which copy (0/1 bit per SIT block) holds each SIT block as of the last checkpoint.
-    pub sit_bitmap: Vec<u8>,
+    sit_bitmap: Vec<u8>,
     /// Sections (the cleaner's unit): valid blocks, age, and the victim index.
     sections: Sections,
     /// Sections with blocks the cleaner could not move, kept out of the victim index until
@@ -227,11 +233,6 @@ impl Space {
                 .get(segno as usize)
                 .is_some_and(|e| bit(&e.valid_map, off))
         })
-    }
-
-    /// Main segment number and block offset of `addr`, if it is in the main area.
-    pub fn locate(&self, addr: u32) -> Option<(u32, usize)> {
-        self.seg_of(addr)
     }
 
     fn seg_of(&self, addr: u32) -> Option<(u32, usize)> {
@@ -649,5 +650,118 @@ impl Space {
         for sec in secs {
             self.refresh(sec);
         }
+    }
+
+    /// The SIT changes a checkpoint records: the journal entries if the entries that differ
+    /// from the SIT blocks fit there (6; they stay "changed", since each checkpoint's journal
+    /// must carry them all until they reach a block), else nothing for the journal and every
+    /// SIT block holding a changed entry, bound for its other copy (whose bit in the SIT
+    /// bitmap flips); those entries are then no longer changed.
+    pub fn sit_changes(&mut self) -> SitChanges {
+        if self.dirty.len() <= SIT_JOURNAL_ENTRIES {
+            let journal = self
+                .dirty
+                .iter()
+                .map(|&s| (s, self.raw_sit_entry(s)))
+                .collect();
+            return (journal, Vec::new());
+        }
+        let dirty = std::mem::take(&mut self.dirty);
+        let per = SIT_ENTRIES_PER_BLOCK as u32;
+        let indexes: BTreeSet<u32> = dirty.iter().map(|s| s / per).collect();
+        let mut blocks = Vec::with_capacity(indexes.len());
+        for index in indexes {
+            let mut b = Box::new([0u8; BLOCK_SIZE]);
+            if let Ok(raw) = RawSitBlock::mut_from_bytes(&mut b[..]) {
+                for (k, slot) in raw.entries.iter_mut().enumerate() {
+                    let segno = index * per + k as u32;
+                    if segno < self.layout.main_segments {
+                        *slot = self.raw_sit_entry(segno);
+                    }
+                }
+            }
+            if let Some(v) = self.sit_bitmap.get_mut(index as usize / 8) {
+                *v ^= 0x80 >> (index % 8);
+            }
+            blocks.push((sit_block_addr(&self.layout, &self.sit_bitmap, index), b));
+        }
+        (Vec::new(), blocks)
+    }
+
+    /// Main segment `segno`'s SIT entry as the format lays it out.
+    fn raw_sit_entry(&self, segno: u32) -> RawSitEntry {
+        let e = self.entries.get(segno as usize);
+        RawSitEntry {
+            vblocks: e
+                .map(|e| (u16::from(e.seg_type) << SIT_TYPE_SHIFT) | e.valid_blocks)
+                .unwrap_or(0)
+                .into(),
+            valid_map: e.map(|e| e.valid_map).unwrap_or([0; 64]),
+            mtime: e.map(|e| e.mtime).unwrap_or(0).into(),
+        }
+    }
+
+    /// The summary blocks queued for the SSA (segments closed since the last checkpoint,
+    /// and those recovery changed), taken for the checkpoint to write.
+    pub fn take_summaries(&mut self) -> Vec<(u32, Box<Block>)> {
+        let mut out = std::mem::take(&mut self.closed);
+        out.extend(std::mem::take(&mut self.patched));
+        out
+    }
+
+    /// The six logs, in curseg order.
+    pub fn logs(&self) -> &[Curseg] {
+        &self.cursegs
+    }
+
+    /// Which copy of each SIT block is current (the checkpoint's SIT bitmap).
+    pub fn sit_bitmap(&self) -> &[u8] {
+        &self.sit_bitmap
+    }
+
+    /// The file system's age clock in seconds (SIT mtimes, the checkpoint's elapsed time).
+    pub fn clock(&self) -> u64 {
+        self.now
+    }
+
+    pub fn set_clock(&mut self, now: u64) {
+        self.now = now;
+    }
+
+    /// Segments emptied since the last checkpoint.
+    pub fn prefree_set(&self) -> &BTreeSet<u32> {
+        &self.prefree
+    }
+
+    /// Segments recovery holds until its checkpoint lands.
+    pub fn reserved_set(&self) -> &BTreeSet<u32> {
+        &self.reserved
+    }
+
+    /// A checkpoint landed: the segments that were prefree (and those recovery held) when it
+    /// was prepared are free now.
+    pub fn checkpoint_landed(&mut self, prefree: &BTreeSet<u32>, reserved: &BTreeSet<u32>) {
+        self.prefree.retain(|s| !prefree.contains(s));
+        self.release_reserved(reserved);
+    }
+
+    /// Keeps block `addr` of a roll-forward chain from being overwritten before recovery's
+    /// checkpoint lands: a log's segment continues after it, any other segment is held.
+    /// False if `addr` is not in the main area.
+    pub fn keep_for_recovery(&mut self, addr: u32) -> bool {
+        let Some((segno, off)) = self.seg_of(addr) else {
+            return false;
+        };
+        if let Some(c) = self.cursegs.iter_mut().find(|c| c.segno == segno) {
+            c.next = c.next.max(off as u16 + 1);
+        } else {
+            self.reserved.insert(segno);
+        }
+        true
+    }
+
+    /// Segment usage summed from the SIT entries in memory.
+    pub fn usage(&self) -> sit::SegmentUsage {
+        sit::usage(&self.entries)
     }
 }
