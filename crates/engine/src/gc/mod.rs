@@ -178,12 +178,7 @@ impl Fs {
                 }
             }
             if can_checkpoint {
-                let before = ws.segs.prefree_segments();
-                ws.cp.requests += 1;
-                ws.gc.stats.checkpoints_for_space += 1;
-                write_checkpoint(v, ws, false)?;
-                let freed = before.saturating_sub(ws.segs.prefree_segments());
-                ws.gc.stats.sections_freed += freed / u64::from(v.layout.segs_per_sec.max(1));
+                let freed = self.checkpoint_for_space(ws)?;
                 fruitless = if freed == 0 { fruitless + 1 } else { 0 };
                 continue;
             }
@@ -195,6 +190,18 @@ impl Fs {
             ws.gc.stats.worst_wait_us = ws.gc.stats.worst_wait_us.max(us);
         }
         r
+    }
+
+    /// Writes the checkpoint that turns prefree segments free; the segments it freed.
+    fn checkpoint_for_space(&self, ws: &mut WriteState) -> Result<u64> {
+        let v = self.vol();
+        let before = ws.segs.prefree_segments();
+        ws.cp.requests += 1;
+        ws.gc.stats.checkpoints_for_space += 1;
+        write_checkpoint(v, ws, false)?;
+        let freed = before.saturating_sub(ws.segs.prefree_segments());
+        ws.gc.stats.sections_freed += freed / u64::from(v.layout.segs_per_sec.max(1));
+        Ok(freed)
     }
 
     /// Cleans one section: picks the victim, moves its valid blocks. `None` when no section
@@ -529,13 +536,7 @@ impl Fs {
             cleaned.map(|c| c.is_some())
         } else if prefree > 0 && dirty + cp_room(bps) <= writable {
             // Enough cleaned ahead, or no room to clean more before what was cleaned is free.
-            let before = ws.segs.prefree_segments();
-            ws.cp.requests += 1;
-            ws.gc.stats.checkpoints_for_space += 1;
-            let r = write_checkpoint(v, &mut ws, false);
-            let freed = before.saturating_sub(ws.segs.prefree_segments());
-            ws.gc.stats.sections_freed += freed / u64::from(v.layout.segs_per_sec.max(1));
-            r.map(|()| freed > 0)
+            self.checkpoint_for_space(&mut ws).map(|freed| freed > 0)
         } else {
             Ok(false)
         };
