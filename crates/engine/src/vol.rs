@@ -139,7 +139,7 @@ impl Default for Options {
             inline_dentry: true,
             fsync_mode: FsyncMode::Posix,
             checkpoint_merge: true,
-            gc_policy: crate::space::Policy::Greedy,
+            gc_policy: crate::space::Policy::CostBenefit,
             gc_node_penalty: true,
             background_gc: BackgroundGc::On,
         }

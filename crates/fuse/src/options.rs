@@ -65,7 +65,7 @@ impl Default for MountOptions {
             access: Access::Owner,
             default_permissions: true,
             background_gc: BackgroundGc::On,
-            gc_policy: GcPolicy::Greedy,
+            gc_policy: GcPolicy::CostBenefit,
             gc_node_penalty: true,
             checkpoint_merge: true,
             mode: AllocMode::Adaptive,
