@@ -476,7 +476,16 @@ impl Fs {
                 );
                 continue;
             };
-            let (b, dirty_log) = v.nodes.get_for_edit(dev, &v.nat, nid, ne.ino)?;
+            let (b, dirty_log) = match v.nodes.get_for_edit(dev, &v.nat, nid, ne.ino) {
+                Ok(r) => r,
+                Err(Error::Corrupt(e)) => {
+                    // A node whose footer disagrees with its NAT entry: not ours to move.
+                    ws.gc.stats.stale_summaries += 1;
+                    tracing::warn!("cleaner: node block {addr} (nid {nid}) left in place: {e}");
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
             if dirty_log.is_some() {
                 // Already changed: the next checkpoint moves it anyway.
                 continue;
