@@ -125,3 +125,73 @@ fn the_benchmark_geometry_runs_at_ninety_percent() {
     // kernel-f2fs example).
     rewrite_nearly_full("gc-512", 512, Some(5.0), 1, 90, 2, 0);
 }
+
+/// A summary that names another file's node for a block: the cleaner checks the owner, leaves
+/// the block where it is, counts it, and never writes into the other file.
+#[test]
+fn a_summary_that_disagrees_with_its_node_is_skipped() {
+    use std::io::{Read, Seek, SeekFrom, Write};
+    let dir = scratch("gc-stale");
+    let img = image(&dir, 192, None, 1);
+    let (victim_addr, a_bytes, b_bytes, b_ino) = {
+        let fs = Fs::open_rw(&img).unwrap();
+        let root = fs.root_ino();
+        let a = fs.create_node(root, b"a", common::node(0o100644)).unwrap();
+        let b = fs.create_node(root, b"b", common::node(0o100644)).unwrap();
+        let mut rng = Rng::new(9);
+        let a_bytes = rng.bytes(64 * BS);
+        let b_bytes = rng.bytes(64 * BS);
+        fs.write(a, 0, &a_bytes).unwrap();
+        fs.write(b, 0, &b_bytes).unwrap();
+        // Half of a's blocks go: its segment becomes a victim worth cleaning, once a third
+        // file moves the log on to another segment.
+        fs.truncate(a, 32 * BS as u64).unwrap();
+        let c = fs.create_node(root, b"c", common::node(0o100644)).unwrap();
+        fs.write(c, 0, &rng.bytes(600 * BS)).unwrap();
+        let mut first = None;
+        fs.extents(a, &mut |e| {
+            first.get_or_insert(e.addr);
+            Ok(())
+        })
+        .unwrap();
+        fs.unmount().unwrap();
+        (first.unwrap(), a_bytes, b_bytes, b)
+    };
+    // Point the summary of a's first block at b's inode, offset 0.
+    let l = Fs::open(&img).unwrap().superblock().layout();
+    let segno = (victim_addr - l.main) / 512;
+    let off = (victim_addr - l.main) % 512;
+    let mut f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&img)
+        .unwrap();
+    let at = u64::from(l.ssa + segno) * BS as u64 + u64::from(off) * 7;
+    let mut e = [0u8; 7];
+    f.seek(SeekFrom::Start(at)).unwrap();
+    f.read_exact(&mut e).unwrap();
+    e[..4].copy_from_slice(&b_ino.to_le_bytes());
+    e[5..7].copy_from_slice(&0u16.to_le_bytes());
+    f.seek(SeekFrom::Start(at)).unwrap();
+    f.write_all(&e).unwrap();
+    drop(f);
+    let fs = Fs::open_rw(&img).unwrap();
+    let cleaned = fs.gc(1000).unwrap();
+    assert!(cleaned >= 1, "nothing was cleaned");
+    let gc = fs.status().unwrap().gc;
+    assert!(
+        gc.stale_summaries >= 1,
+        "the stale summary was not noticed: {gc:?}"
+    );
+    let root = fs.root_ino();
+    let (a, b) = (
+        fs.lookup(root, b"a").unwrap(),
+        fs.lookup(root, b"b").unwrap(),
+    );
+    let mut got = vec![0u8; 64 * BS];
+    assert_eq!(fs.read(b, 0, &mut got).unwrap(), 64 * BS);
+    assert!(got == b_bytes, "b changed");
+    assert_eq!(fs.read(a, 0, &mut got).unwrap(), 32 * BS);
+    assert!(got[..32 * BS] == a_bytes[..32 * BS], "a changed");
+    fs.unmount().unwrap();
+}
