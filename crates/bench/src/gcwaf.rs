@@ -390,12 +390,13 @@ gcline() { printf ', %s' "$(grep -E '^(GC calls|Try to move)' /sys/kernel/debug/
 "#;
 
 /// uf2fs's snapshot: a checkpoint (sync(1) does not reach a FUSE daemon), the loop device's
-/// stat, `uf2fs status --json`.
+/// stat, `uf2fs status --json` (each under a 10-minute limit: a hung daemon must not hang
+/// the benchmark).
 fn ours_prelude(uf2fs: &Path, mnt: &Path, out: &Path, payload: &Path, loopdev: &str) -> String {
     let name = loopdev.trim_start_matches("/dev/");
     format!(
         "UF2FS={}\nMNT={}\nOUT={}\nPAYLOAD={}\nSTAT=/sys/block/{name}/stat\nPOLL=0.2\n\
-         snap() {{ \"$UF2FS\" sync \"$MNT\" 2> $OUT/snap_$1.err; cat $STAT > $OUT/stat_$1.txt; \"$UF2FS\" status \"$MNT\" --json > $OUT/status_$1.json 2>> $OUT/snap_$1.err; }}\n\
+         snap() {{ timeout 600 \"$UF2FS\" sync \"$MNT\" 2> $OUT/snap_$1.err; cat $STAT > $OUT/stat_$1.txt; timeout 600 \"$UF2FS\" status \"$MNT\" --json > $OUT/status_$1.json 2>> $OUT/snap_$1.err; }}\n\
          gcline() {{ :; }}\n",
         shq(&uf2fs.display().to_string()),
         shq(&mnt.display().to_string()),
