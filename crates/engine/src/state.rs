@@ -14,7 +14,7 @@ pub(crate) struct WriteState {
     pub sync: FsyncState,
     pub orphans: Orphans,
     pub counts: Counts,
-    pub gc: crate::gc::GcState,
+    pub gc: crate::gc::state::GcState,
     /// Set when a change failed half-way: the in-memory state may not be consistent, so no
     /// further change or checkpoint is made; the image stays at its last checkpoint.
     pub failed: Option<String>,

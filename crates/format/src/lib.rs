@@ -28,6 +28,11 @@ pub use error::{CorruptKind, FormatError, Incompatible};
 pub const BLOCK_SIZE: usize = 4096;
 /// Blocks per segment; the kernel refuses any other `log_blocks_per_seg`.
 pub const BLOCKS_PER_SEG: u32 = 512;
+/// NAT entries in one NAT block (9 bytes each). Here, below both `nat` and `superblock`,
+/// which need it (the superblock sizes the NAT with it).
+pub const NAT_ENTRIES_PER_BLOCK: usize = 455;
+/// SIT entries in one SIT block (74 bytes each); below `sit` and `superblock` likewise.
+pub const SIT_ENTRIES_PER_BLOCK: usize = 55;
 /// One 4 KiB block.
 pub type Block = [u8; BLOCK_SIZE];
 

@@ -10,7 +10,7 @@ use crate::{test_bit_msb, CorruptKind, BLOCKS_PER_SEG, BLOCK_SIZE, NULL_ADDR};
 use zerocopy::little_endian::U32;
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout, Unaligned};
 
-pub const NAT_ENTRIES_PER_BLOCK: usize = 455;
+pub use crate::NAT_ENTRIES_PER_BLOCK;
 /// Entries of the NAT journal.
 pub const NAT_JOURNAL_ENTRIES: usize = 38;
 

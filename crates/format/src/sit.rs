@@ -10,7 +10,7 @@ use crate::{test_bit_msb, CorruptKind, BLOCKS_PER_SEG, BLOCK_SIZE};
 use zerocopy::little_endian::{U16, U32, U64};
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout, Unaligned};
 
-pub const SIT_ENTRIES_PER_BLOCK: usize = 55;
+pub use crate::SIT_ENTRIES_PER_BLOCK;
 pub const SIT_JOURNAL_ENTRIES: usize = 6;
 pub const SIT_VBLOCKS_MASK: u16 = 0x3FF;
 pub const SIT_TYPE_SHIFT: u16 = 10;

@@ -178,7 +178,7 @@ impl Layout {
     /// One past the largest nid the NAT can hold.
     pub fn max_nid(&self) -> u32 {
         self.nat_blocks()
-            .saturating_mul(crate::nat::NAT_ENTRIES_PER_BLOCK as u32)
+            .saturating_mul(crate::NAT_ENTRIES_PER_BLOCK as u32)
     }
 }
 
@@ -334,9 +334,8 @@ impl Superblock {
             return Err(field(c, "block_count", r.block_count.get()).into());
         }
         // One SIT entry per main segment, one SSA block per main segment.
-        let sit_entries = u64::from(r.segment_count_sit.get() / 2)
-            * seg
-            * crate::sit::SIT_ENTRIES_PER_BLOCK as u64;
+        let sit_entries =
+            u64::from(r.segment_count_sit.get() / 2) * seg * crate::SIT_ENTRIES_PER_BLOCK as u64;
         if u64::from(main_segs) > sit_entries {
             return Err(field(c, "segment_count_sit", r.segment_count_sit.get()).into());
         }

@@ -23,6 +23,10 @@
 //! Who cleans: a change short of space cleans one section at a time (`Fs::changing`); the
 //! daemon's background thread cleans ahead (`Fs::background_gc_step`); `uf2fs gc` on request.
 
+pub(crate) mod state;
+
+pub use state::GcStats;
+
 use crate::data::write_runs;
 use crate::durability::checkpoint::write_checkpoint;
 use crate::error::{Error, Result};
@@ -47,47 +51,6 @@ pub(crate) enum Caller {
     Background,
     /// `uf2fs gc` or the API's `Fs::gc`.
     Request,
-}
-
-/// The cleaner's counters since mount.
-#[derive(Debug, Clone, Default, serde::Serialize)]
-pub struct GcStats {
-    /// Sections cleaned by changes short of space.
-    pub foreground_runs: u64,
-    /// Sections cleaned by the background thread.
-    pub background_runs: u64,
-    /// Sections cleaned on request (`uf2fs gc`).
-    pub requested_runs: u64,
-    /// Data blocks moved.
-    pub data_blocks_moved: u64,
-    /// Node blocks moved (marked dirty for the next checkpoint).
-    pub node_blocks_moved: u64,
-    /// Data victims and node victims.
-    pub data_victims: u64,
-    pub node_victims: u64,
-    /// Blocks whose summary disagreed with their owner: left where they are.
-    pub stale_summaries: u64,
-    /// Checkpoints written to turn prefree sections free.
-    pub checkpoints_for_space: u64,
-    /// Sections turned free by those checkpoints (and any other).
-    pub sections_freed: u64,
-    /// The longest a change waited for space (cleaning and checkpoints), in microseconds.
-    pub worst_wait_us: u64,
-    /// The longest one section's cleaning took (under the write lock), in microseconds:
-    /// the bound on what a writer waits for the cleaner in one step.
-    pub longest_section_us: u64,
-    /// The policy victims are picked by.
-    pub policy: &'static str,
-    /// Sections in the victim index now.
-    pub candidate_sections: u64,
-}
-
-/// The cleaner's state under the write lock.
-#[derive(Default)]
-pub(crate) struct GcState {
-    pub stats: GcStats,
-    /// Free sections ran short: node sections lose their penalty until enough are free.
-    pub require_node_gc: bool,
 }
 
 /// What a pass over one section did.

@@ -1,0 +1,43 @@
+//! The cleaner's state under the write lock and its counters. Apart from the cleaner's code
+//! so that the write lock's `WriteState` can hold it without depending on the cleaner.
+
+/// The cleaner's counters since mount.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct GcStats {
+    /// Sections cleaned by changes short of space.
+    pub foreground_runs: u64,
+    /// Sections cleaned by the background thread.
+    pub background_runs: u64,
+    /// Sections cleaned on request (`uf2fs gc`).
+    pub requested_runs: u64,
+    /// Data blocks moved.
+    pub data_blocks_moved: u64,
+    /// Node blocks moved (marked dirty for the next checkpoint).
+    pub node_blocks_moved: u64,
+    /// Data victims and node victims.
+    pub data_victims: u64,
+    pub node_victims: u64,
+    /// Blocks whose summary disagreed with their owner: left where they are.
+    pub stale_summaries: u64,
+    /// Checkpoints written to turn prefree sections free.
+    pub checkpoints_for_space: u64,
+    /// Sections turned free by those checkpoints (and any other).
+    pub sections_freed: u64,
+    /// The longest a change waited for space (cleaning and checkpoints), in microseconds.
+    pub worst_wait_us: u64,
+    /// The longest one section's cleaning took (under the write lock), in microseconds:
+    /// the bound on what a writer waits for the cleaner in one step.
+    pub longest_section_us: u64,
+    /// The policy victims are picked by.
+    pub policy: &'static str,
+    /// Sections in the victim index now.
+    pub candidate_sections: u64,
+}
+
+/// The cleaner's state under the write lock.
+#[derive(Default)]
+pub(crate) struct GcState {
+    pub stats: GcStats,
+    /// Free sections ran short: node sections lose their penalty until enough are free.
+    pub require_node_gc: bool,
+}
