@@ -58,7 +58,22 @@ impl Fs {
             // A chain written now belongs to the checkpoint being written, if one is: settle it.
             let mut ws = self.ws_settled()?;
             ws.sync.stats.requests += 1;
-            match self.checkpoint_reason(&ws, ino)? {
+            // A chain writes some of the dirty nodes (counted in the room every change
+            // leaves) and may open a section of the warm-node log: room for that first, so
+            // that a stream of fsyncs never eats the room the cleaner needs. Short of it, a
+            // checkpoint serves instead.
+            let bps = u64::from(ws.segs.blocks_per_section());
+            let room = match self.make_room(&mut ws, bps) {
+                Ok(()) => true,
+                Err(Error::NoSpace) => false,
+                Err(e) => return Err(e),
+            };
+            let reason = if room {
+                self.checkpoint_reason(&ws, ino)?
+            } else {
+                Some("too little room for a roll-forward chain")
+            };
+            match reason {
                 None => {
                     let r = self.fsync_chain(&mut ws, ino, datasync);
                     if let Err(e) = &r {

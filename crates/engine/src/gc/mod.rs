@@ -119,8 +119,10 @@ impl Fs {
             v.gc_urgent
                 .store(true, std::sync::atomic::Ordering::Relaxed);
             let prefree = ws.segs.prefree_segments() * u64::from(BLOCKS_PER_SEG);
-            let can_checkpoint =
-                (prefree > 0 || ws.cp.pending.is_some()) && dirty + cp_room(bps) <= writable;
+            // Prefree segments become free by a checkpoint, and so do node sections the
+            // cleaner marked (their nodes move when it writes them).
+            let can_checkpoint = (prefree > 0 || ws.cp.pending.is_some() || ws.gc.nodes_moving)
+                && dirty + cp_room(bps) <= writable;
             let after_checkpoint = (writable + prefree).saturating_sub(dirty);
             // Cleaning a section writes its valid blocks and dirties at most as many nodes,
             // which the checkpoint after it writes: it fits if twice the victim's valid blocks
@@ -141,8 +143,13 @@ impl Fs {
                 }
             }
             if can_checkpoint {
+                let moved_nodes = ws.gc.nodes_moving;
                 let freed = self.checkpoint_for_space(ws)?;
-                fruitless = if freed == 0 { fruitless + 1 } else { 0 };
+                fruitless = if freed == 0 && !moved_nodes {
+                    fruitless + 1
+                } else {
+                    0
+                };
                 continue;
             }
             tracing::warn!("no space for {blocks} blocks: {writable} writable, {dirty} dirty nodes, {prefree} prefree, {} victims", ws.segs.candidates());
@@ -162,6 +169,7 @@ impl Fs {
         ws.cp.requests += 1;
         ws.gc.stats.checkpoints_for_space += 1;
         write_checkpoint(v, ws, false)?;
+        ws.gc.nodes_moving = false;
         let freed = before.saturating_sub(ws.segs.prefree_segments());
         ws.gc.stats.sections_freed += freed / u64::from(v.layout.segs_per_sec.max(1));
         Ok(freed)
@@ -180,11 +188,14 @@ impl Fs {
         // A checkpoint being written still owns its nodes' new addresses: let it land first.
         crate::durability::checkpoint::settle(v, ws)?;
         let opts = v.options;
-        let free_secs = ws.segs.free_segments() / u64::from(v.layout.segs_per_sec.max(1));
-        let short = free_secs <= u64::from(NODE_GC_SECTIONS);
-        if short {
+        // Free sections, beyond what a change keeps back, at or below which node sections
+        // lose their penalty (the seed's `require_node_gc`); they regain it at twice as many.
+        let bps = u64::from(ws.segs.blocks_per_section());
+        let free_secs = ws.segs.writable_blocks() / bps;
+        let kept = change_reserve(bps, ws.segs.section_count()) / bps;
+        if free_secs <= kept + u64::from(NODE_GC_SECTIONS) {
             ws.gc.require_node_gc = true;
-        } else if free_secs >= u64::from(2 * NODE_GC_SECTIONS) {
+        } else if free_secs >= kept + u64::from(2 * NODE_GC_SECTIONS) {
             ws.gc.require_node_gc = false;
         }
         let started = std::time::Instant::now();
@@ -235,10 +246,14 @@ impl Fs {
             VictimKind::Data => st.data_victims += 1,
             VictimKind::Node => st.node_victims += 1,
         }
-        if whole && kind == VictimKind::Data && ws.segs.section_valid(sec) > 0 {
-            // What is left could not be moved (stale summaries): do not pick it again
-            // until one of its blocks changes.
+        if whole && ws.segs.section_valid(sec) > 0 {
+            // Data left behind could not be moved (stale summaries); node blocks leave only
+            // when the next checkpoint writes their nodes elsewhere. Either way, do not pick
+            // the section again until one of its blocks changes.
             ws.segs.set_unmovable(sec);
+        }
+        if kind == VictimKind::Node {
+            ws.gc.nodes_moving = true;
         }
         Ok(Some(Cleaned {
             section: sec,
@@ -506,7 +521,7 @@ impl Fs {
         };
         let r = if !matches!(cleaned, Ok(None)) {
             cleaned.map(|c| c.is_some())
-        } else if prefree > 0 && dirty + cp_room(bps) <= writable {
+        } else if (prefree > 0 || ws.gc.nodes_moving) && dirty + cp_room(bps) <= writable {
             // Enough cleaned ahead, or no room to clean more before what was cleaned is free.
             self.checkpoint_for_space(&mut ws).map(|freed| freed > 0)
         } else {
@@ -571,8 +586,8 @@ fn change_reserve(bps: u64, sections: u32) -> u64 {
     cp_room(bps) + bps * (2 + batch(sections) / 2)
 }
 
-/// Free sections at or below which node sections lose their penalty (the seed's
-/// `require_node_gc`); they regain it at twice as many.
+/// Free sections beyond the change reserve at or below which node sections lose their
+/// penalty (the seed's `require_node_gc`); they regain it at twice as many.
 pub(crate) const NODE_GC_SECTIONS: u32 = 4;
 
 impl Policy {

@@ -40,4 +40,6 @@ pub(crate) struct GcState {
     pub stats: GcStats,
     /// Free sections ran short: node sections lose their penalty until enough are free.
     pub require_node_gc: bool,
+    /// Node sections were cleaned since the last checkpoint: the next one empties them.
+    pub nodes_moving: bool,
 }

@@ -615,11 +615,6 @@ impl Space {
         Ok(uf2fs_format::summary::Summary::from_block(&block).entries)
     }
 
-    /// Main segments that are free now (not prefree, not logs, not held by recovery).
-    pub fn free_segments(&self) -> u64 {
-        self.writable_blocks() / u64::from(BLOCKS_PER_SEG)
-    }
-
     /// Segments emptied since the last checkpoint (free once the next one lands).
     pub fn prefree_segments(&self) -> u64 {
         self.prefree.len() as u64
