@@ -13,28 +13,21 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use uf2fs_engine::uf2fs_device::FileDevice;
-use uf2fs_engine::{mkfs, Fs, MkfsOptions};
+use uf2fs_engine::{Fs, MkfsOptions};
 use uf2fs_testkit::{assert_fsck_clean, scratch, Rng};
 
 const BS: usize = 4096;
 
 fn image(dir: &Path, mib: u64, ovp: Option<f64>, segs_per_sec: u32) -> PathBuf {
-    let img = dir.join("img");
-    std::fs::File::create(&img)
-        .unwrap()
-        .set_len(mib << 20)
-        .unwrap();
-    mkfs(
-        &FileDevice::open(&img, true).unwrap(),
+    common::fresh_image_with(
+        dir,
+        mib,
         &MkfsOptions {
             overprovision: ovp,
             segs_per_sec,
             ..MkfsOptions::default()
         },
     )
-    .unwrap();
-    img
 }
 
 /// Fills one file to `pct`% of the user space, then overwrites random blocks `passes` times

@@ -135,7 +135,8 @@ pub(crate) fn settle(vol: &Vol, ws: &mut WriteState) -> Result<()> {
     ws.cp.pack = p.pack;
     ws.cp.head = p.head;
     ws.cp.crc = p.crc;
-    ws.segs.checkpoint_landed(&p.prefree, &p.reserved);
+    let freed = ws.segs.checkpoint_landed(&p.prefree, &p.reserved);
+    ws.gc.stats.sections_freed += freed / u64::from(vol.layout.segs_per_sec.max(1));
     ws.cp.covered_seq = p.start_seq;
     ws.cp.written += 1;
     vol.nodes.written(&p.nodes);
@@ -362,6 +363,8 @@ fn build(vol: &Vol, ws: &mut WriteState, umount: bool) -> Result<CheckpointWrite
         l.clear();
     }
     ws.sync.checkpointed();
+    // The nodes the cleaner marked are among those this checkpoint writes.
+    ws.gc.nodes_moving = false;
     let io = Arc::new(IoDone::default());
     ws.cp.pending = Some(Pending {
         io: io.clone(),

@@ -71,7 +71,7 @@ impl Fs {
             let reason = if room {
                 self.checkpoint_reason(&ws, ino)?
             } else {
-                Some("too little room for a roll-forward chain")
+                Some("too little room to keep a roll-forward chain")
             };
             match reason {
                 None => {

@@ -124,9 +124,8 @@ impl Fs {
             let can_checkpoint = (prefree > 0 || ws.cp.pending.is_some() || ws.gc.nodes_moving)
                 && dirty + cp_room(bps) <= writable;
             let after_checkpoint = (writable + prefree).saturating_sub(dirty);
-            // Cleaning a section writes its valid blocks and dirties at most as many nodes,
-            // which the checkpoint after it writes: it fits if twice the victim's valid blocks
-            // do (`clean_one` checks the victim it picks).
+            // Cleaning a section writes its valid blocks and dirties nodes, which the
+            // checkpoint after it writes (`clean_one` counts both for the victim it picks).
             let budget = clean_budget(writable, dirty, bps);
             let room_to_clean = budget > 0;
             let enough = after_checkpoint >= blocks + reserve + FOREGROUND_BATCH * bps;
@@ -169,10 +168,7 @@ impl Fs {
         ws.cp.requests += 1;
         ws.gc.stats.checkpoints_for_space += 1;
         write_checkpoint(v, ws, false)?;
-        ws.gc.nodes_moving = false;
-        let freed = before.saturating_sub(ws.segs.prefree_segments());
-        ws.gc.stats.sections_freed += freed / u64::from(v.layout.segs_per_sec.max(1));
-        Ok(freed)
+        Ok(before.saturating_sub(ws.segs.prefree_segments()))
     }
 
     /// Cleans one section: picks the victim, moves its valid blocks. `None` when no section
@@ -559,11 +555,7 @@ impl Fs {
                 }
             }
         }
-        let before = self.ws_settled()?.segs.prefree_segments();
         self.sync()?;
-        let mut ws = self.ws_settled()?;
-        let freed = before.saturating_sub(ws.segs.prefree_segments());
-        ws.gc.stats.sections_freed += freed / u64::from(v.layout.segs_per_sec.max(1));
         Ok(done)
     }
 }

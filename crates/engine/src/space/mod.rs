@@ -333,7 +333,7 @@ impl Space {
                     e.valid_blocks += 1;
                     e.mtime = self.now;
                     let sec = segno / self.layout.segs_per_sec.max(1);
-                    self.sections.added(sec, true);
+                    self.sections.added(sec);
                     self.unmovable.remove(&sec);
                     self.refresh(sec);
                 } else {
@@ -504,9 +504,8 @@ impl Space {
 
     /// Puts section `sec` in the victim index or takes it out, as it now stands.
     fn refresh(&mut self, sec: u32) {
-        let sps = self.layout.segs_per_sec.max(1);
         let valid = self.sections.valid(sec);
-        let segs = sec * sps..(sec + 1) * sps;
+        let segs = self.section_segments(sec);
         let held = self.cursegs.iter().any(|c| segs.contains(&c.segno))
             || self.reserved.range(segs.clone()).next().is_some()
             || self.unmovable.contains(&sec);
@@ -517,7 +516,7 @@ impl Space {
             segs.filter_map(|s| self.entries.get(s as usize))
                 .find(|e| e.valid_blocks > 0)
                 .map(|e| {
-                    if e.seg_type >= 3 {
+                    if e.seg_type >= Log::HotNode as u8 {
                         VictimKind::Node
                     } else {
                         VictimKind::Data
@@ -536,18 +535,7 @@ impl Space {
         only: Option<VictimKind>,
     ) -> Option<(u32, VictimKind)> {
         let sec = self.sections.pick(policy, data_first, only)?;
-        let sps = self.layout.segs_per_sec.max(1);
-        let kind = (sec * sps..(sec + 1) * sps)
-            .filter_map(|s| self.entries.get(s as usize))
-            .find(|e| e.valid_blocks > 0)
-            .map(|e| {
-                if e.seg_type >= 3 {
-                    VictimKind::Node
-                } else {
-                    VictimKind::Data
-                }
-            })?;
-        Some((sec, kind))
+        Some((sec, self.sections.kind(sec)?))
     }
 
     /// Keeps `sec` out of the victim index until one of its blocks changes: the cleaner met
@@ -734,10 +722,12 @@ impl Space {
     }
 
     /// A checkpoint landed: the segments that were prefree (and those recovery held) when it
-    /// was prepared are free now.
-    pub fn checkpoint_landed(&mut self, prefree: &BTreeSet<u32>, reserved: &BTreeSet<u32>) {
+    /// was prepared are free now. Returns how many prefree segments that freed.
+    pub fn checkpoint_landed(&mut self, prefree: &BTreeSet<u32>, reserved: &BTreeSet<u32>) -> u64 {
+        let before = self.prefree.len();
         self.prefree.retain(|s| !prefree.contains(s));
         self.release_reserved(reserved);
+        (before - self.prefree.len()) as u64
     }
 
     /// Keeps block `addr` of a roll-forward chain from being overwritten before recovery's

@@ -83,16 +83,16 @@ impl Sections {
         self.clock = self.clock.max(stamp + 1);
     }
 
-    pub fn added(&mut self, sec: u32, written: bool) {
+    /// A block of `sec` became valid (written now): it counts, and the section's age
+    /// stamp is the clock's, which then moves on.
+    pub fn added(&mut self, sec: u32) {
         if let Some(v) = self.valid.get_mut(sec as usize) {
             *v += 1;
         }
-        if written {
-            if let Some(s) = self.stamp.get_mut(sec as usize) {
-                *s = self.clock;
-            }
-            self.clock += 1;
+        if let Some(s) = self.stamp.get_mut(sec as usize) {
+            *s = self.clock;
         }
+        self.clock += 1;
     }
 
     pub fn removed(&mut self, sec: u32) {
@@ -116,6 +116,11 @@ impl Sections {
                 self.index.remove(sec);
             }
         }
+    }
+
+    /// The kind section `sec` was indexed as, if it is a candidate.
+    pub fn kind(&self, sec: u32) -> Option<Kind> {
+        self.index.get(sec).map(|e| e.kind)
     }
 
     pub fn candidates(&self) -> usize {

@@ -14,19 +14,24 @@ use uf2fs_engine::{mkfs, MkfsOptions, NewInode};
 
 /// A new image file `dir/img` of `mib` MiB made by `uf2fs mkfs` with `features`.
 pub fn fresh_image(dir: &Path, mib: u64, features: u32) -> PathBuf {
-    let img = dir.join("img");
-    std::fs::File::create(&img)
-        .unwrap()
-        .set_len(mib << 20)
-        .unwrap();
-    mkfs(
-        &FileDevice::open(&img, true).unwrap(),
+    fresh_image_with(
+        dir,
+        mib,
         &MkfsOptions {
             features,
             ..MkfsOptions::default()
         },
     )
-    .unwrap();
+}
+
+/// A new image of `mib` MiB made by `uf2fs mkfs` with `opts`.
+pub fn fresh_image_with(dir: &Path, mib: u64, opts: &MkfsOptions) -> PathBuf {
+    let img = dir.join("img");
+    std::fs::File::create(&img)
+        .unwrap()
+        .set_len(mib << 20)
+        .unwrap();
+    mkfs(&FileDevice::open(&img, true).unwrap(), opts).unwrap();
     img
 }
 
