@@ -22,10 +22,14 @@
 //! durable). A's time and the checkpoints written, with `checkpoint_merge` and with
 //! `nocheckpoint_merge`, alternated in one run.
 //!
+//! `io`: the I/O path (issue 14): fio and small-file tree workloads on the raw backing file,
+//! a uf2fs FUSE mount, ext4 on a loop device and the engine in-process, in one run (`io.rs`).
+//!
 //! `victim-pick`: the cleaner's victim index (`uf2fs_engine::victim`): the mean time of a
 //! pick under each policy and of an update, from 10^3 to 10^6 sections (see
 //! `victim_pick.rs`).
 
+mod io;
 mod victim_pick;
 
 use clap::{Parser, Subcommand};
@@ -109,6 +113,9 @@ enum Cmd {
     /// The cleaner's write amplification: uf2fs (FUSE over a loop device) beside Linux 6.1
     /// (kernel-f2fs or a saved baseline) beside exact greedy (wafsim), same workloads.
     GcWaf(Box<gcwaf::GcWafArgs>),
+    /// The I/O path: fio and small-file tree workloads on the raw file, a uf2fs FUSE mount,
+    /// ext4 on a loop device and the engine in-process, side by side (issue 14).
+    Io(Box<io::IoArgs>),
 }
 
 fn median_secs(runs: usize, mut f: impl FnMut()) -> f64 {
@@ -600,6 +607,12 @@ fn main() {
         } => {
             if let Err(e) = victim_pick::victim_pick(&sections, cap, iters, &json) {
                 eprintln!("victim-pick: {e}");
+                std::process::exit(1);
+            }
+        }
+        Cmd::Io(args) => {
+            if let Err(e) = io::run(&args) {
+                eprintln!("io: {e}");
                 std::process::exit(1);
             }
         }
