@@ -11,10 +11,83 @@ use crate::error::{Error, Result};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use uf2fs_device::{BlockDevice, IoCause};
-use uf2fs_format::Block;
+use uf2fs_format::{Block, BLOCK_SIZE};
 
-/// One change's data blocks by address.
-pub(crate) type Batch = Arc<BTreeMap<u32, Block>>;
+/// One change's data blocks, as runs of contiguous addresses: each run is one device write,
+/// and its bytes are the only copy the daemon makes of what a writer gave it.
+pub(crate) type Batch = Arc<Runs>;
+
+/// Blocks at runs of contiguous addresses, each run's bytes in one buffer.
+#[derive(Default)]
+pub(crate) struct Runs {
+    runs: Vec<(u32, Vec<u8>)>,
+    /// Blocks still expected: a new run's buffer is made that big at once.
+    expect: usize,
+}
+
+/// The most bytes one run holds (one device request).
+const MAX_RUN: usize = 4 << 20;
+
+impl Runs {
+    /// Runs for about `blocks` blocks.
+    pub fn with_capacity(blocks: usize) -> Runs {
+        Runs {
+            runs: Vec::new(),
+            expect: blocks,
+        }
+    }
+
+    /// Appends `data` (at most one block; a shorter one is padded with zeros) at `addr`,
+    /// extending the last run when `addr` follows it.
+    pub fn push(&mut self, addr: u32, data: &[u8]) {
+        let fits = |(start, run): &&mut (u32, Vec<u8>)| {
+            run.len() < MAX_RUN
+                && u64::from(*start) + (run.len() / BLOCK_SIZE) as u64 == u64::from(addr)
+        };
+        let run = match self.runs.last_mut().filter(fits) {
+            Some((_, run)) => run,
+            None => {
+                let want = self.expect.clamp(1, MAX_RUN / BLOCK_SIZE) * BLOCK_SIZE;
+                self.runs.push((addr, Vec::with_capacity(want)));
+                match self.runs.last_mut() {
+                    Some((_, run)) => run,
+                    None => return,
+                }
+            }
+        };
+        self.expect = self.expect.saturating_sub(1);
+        let n = data.len().min(BLOCK_SIZE);
+        run.extend_from_slice(data.get(..n).unwrap_or(&[]));
+        run.resize(run.len() + BLOCK_SIZE - n, 0);
+    }
+
+    /// Every address held.
+    pub fn addrs(&self) -> impl Iterator<Item = u32> + '_ {
+        self.runs
+            .iter()
+            .flat_map(|(start, run)| (0..(run.len() / BLOCK_SIZE) as u32).map(move |i| start + i))
+    }
+
+    /// The block at `addr`, if held.
+    pub fn block(&self, addr: u32) -> Option<&[u8]> {
+        let i = self
+            .runs
+            .partition_point(|(start, _)| *start <= addr)
+            .checked_sub(1)?;
+        let (start, run) = self.runs.get(i)?;
+        let at = (addr - start) as usize * BLOCK_SIZE;
+        run.get(at..at + BLOCK_SIZE)
+    }
+
+    /// Writes every run, one request each.
+    pub fn write(&self, dev: &dyn BlockDevice, cause: IoCause) -> Result<()> {
+        for (start, run) in &self.runs {
+            dev.write_blocks(u64::from(*start), run, cause)
+                .map_err(|e| Error::io(format!("blocks at {start}"), e))?;
+        }
+        Ok(())
+    }
+}
 
 #[derive(Default)]
 pub(crate) struct Inflight {
@@ -39,17 +112,17 @@ impl Inflight {
     /// its blocks can be seen.
     pub fn add(&self, batch: &Batch) {
         let mut s = self.lock();
-        for addr in batch.keys() {
-            s.by_addr.insert(*addr, Arc::clone(batch));
+        for addr in batch.addrs() {
+            s.by_addr.insert(addr, Arc::clone(batch));
         }
     }
 
     /// `batch` landed on the device (or failed with `error`): readers go to the device again.
     pub fn done(&self, batch: &Batch, error: Option<String>) {
         let mut s = self.lock();
-        for addr in batch.keys() {
-            if s.by_addr.get(addr).is_some_and(|b| Arc::ptr_eq(b, batch)) {
-                s.by_addr.remove(addr);
+        for addr in batch.addrs() {
+            if s.by_addr.get(&addr).is_some_and(|b| Arc::ptr_eq(b, batch)) {
+                s.by_addr.remove(&addr);
             }
         }
         if let (Some(e), None) = (error, &s.failure) {
@@ -70,8 +143,8 @@ impl Inflight {
         (0..n)
             .filter_map(|i| {
                 let a = u32::try_from(addr + i as u64).ok()?;
-                let b = s.by_addr.get(&a)?.get(&a)?;
-                Some((i, *b))
+                let b = s.by_addr.get(&a)?.block(a)?;
+                Some((i, b.try_into().ok()?))
             })
             .collect()
     }
@@ -102,7 +175,7 @@ pub(crate) fn write_batches(
 ) -> Result<()> {
     let mut first = Ok(());
     for b in batches {
-        let r = write_runs(dev, b, cause);
+        let r = b.write(dev, cause);
         let err = r.as_ref().err().map(|e| format!("data write: {e}"));
         inflight.done(b, err);
         if first.is_ok() {

@@ -570,7 +570,6 @@ impl Fs {
         }
         let n = (buf.len() as u64).min(i.size - offset) as usize;
         let out = buf.get_mut(..n).unwrap_or(&mut []);
-        out.fill(0);
         if i.has_inline_data() {
             let src = i.inline_area().get(offset as usize..offset as usize + n);
             out.copy_from_slice(src.ok_or(CorruptKind::InodeField {
@@ -581,25 +580,59 @@ impl Fs {
             return Ok(n);
         }
         let bs = BLOCK_SIZE as u64;
-        let (first, last) = (offset / bs, (offset + n as u64).div_ceil(bs));
+        let end = offset + n as u64;
+        let (first, last) = (offset / bs, end.div_ceil(bs));
+        // Whole blocks of a run go straight into `out` when the request starts on a block
+        // boundary (the kernel's page-cache reads always do); the rest through `tmp`. Holes
+        // (the gaps between runs) are zeroed as they are passed.
+        let aligned = offset % bs == 0;
         let mut tmp = Vec::new();
+        let mut zeroed_to = offset;
+        let what = || format!("data of inode {ino}");
         self.vol.extents(&i, first, last, &mut |e| {
-            tmp.resize(e.len as usize * BLOCK_SIZE, 0);
-            self.vol
-                .read_data(e.addr.into(), &mut tmp, &format!("data of inode {ino}"))?;
-            // Copy the part of this run that falls in [offset, offset + n).
             let run_start = e.fblk * bs;
-            let lo = run_start.max(offset);
-            let hi = (run_start + e.len * bs).min(offset + n as u64);
-            if lo < hi {
-                let src = tmp.get((lo - run_start) as usize..(hi - run_start) as usize);
-                let dst = out.get_mut((lo - offset) as usize..(hi - offset) as usize);
-                if let (Some(s), Some(d)) = (src, dst) {
-                    d.copy_from_slice(s);
+            let run_end = run_start + e.len * bs;
+            let (lo, hi) = (run_start.max(offset), run_end.min(end));
+            if lo >= hi {
+                return Ok(());
+            }
+            if let Some(gap) = out.get_mut((zeroed_to - offset) as usize..(lo - offset) as usize) {
+                gap.fill(0);
+            }
+            zeroed_to = hi;
+            let mut lo = lo;
+            if aligned {
+                // [lo, whole) is whole blocks: read in place.
+                let whole = lo + (hi - lo) / bs * bs;
+                if lo < whole {
+                    let addr = u64::from(e.addr) + (lo - run_start) / bs;
+                    if let Some(dst) =
+                        out.get_mut((lo - offset) as usize..(whole - offset) as usize)
+                    {
+                        self.vol.read_data(addr, dst, &what())?;
+                    }
+                    lo = whole;
                 }
+                if lo >= hi {
+                    return Ok(());
+                }
+            }
+            // A part of a block at either end: through a buffer of the blocks it touches.
+            let (b0, b1) = ((lo - run_start) / bs, (hi - run_start).div_ceil(bs));
+            tmp.resize(((b1 - b0) * bs) as usize, 0);
+            self.vol
+                .read_data(u64::from(e.addr) + b0, &mut tmp, &what())?;
+            let base = run_start + b0 * bs;
+            let src = tmp.get((lo - base) as usize..(hi - base) as usize);
+            let dst = out.get_mut((lo - offset) as usize..(hi - offset) as usize);
+            if let (Some(s), Some(d)) = (src, dst) {
+                d.copy_from_slice(s);
             }
             Ok(())
         })?;
+        if let Some(gap) = out.get_mut((zeroed_to - offset) as usize..) {
+            gap.fill(0);
+        }
         Ok(n)
     }
 

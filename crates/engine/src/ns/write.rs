@@ -470,24 +470,60 @@ impl Fs {
         log: Log,
         blocks: &BTreeMap<u64, Block>,
     ) -> Result<()> {
-        let mut writes: BTreeMap<u32, Block> = BTreeMap::new();
-        let mut links = Vec::with_capacity(blocks.len());
+        self.write_file_blocks(ws, e, log, blocks.iter().map(|(f, b)| (*f, &b[..])))
+    }
+
+    /// [`Fs::write_data_blocks`] from borrowed blocks, in file order (a block shorter than
+    /// BLOCK_SIZE is padded with zeros). The bytes are copied once, into the runs the device
+    /// writes; the slots are set one node at a time.
+    pub(crate) fn write_file_blocks<'a>(
+        &self,
+        ws: &mut WriteState,
+        e: &mut Editing,
+        log: Log,
+        blocks: impl IntoIterator<Item = (u64, &'a [u8])>,
+    ) -> Result<()> {
+        let blocks = blocks.into_iter();
+        let mut runs = crate::data::Runs::with_capacity(blocks.size_hint().0);
+        // (nid, [(slot, new address)]) in the order the nodes come.
+        let mut links: Vec<(u32, Vec<(usize, u32)>)> = Vec::new();
+        // The previous block's (file block, node, slot, node version): the next file block
+        // is usually the next slot of the same node, found without walking the tree again.
+        let mut prev: Option<(u64, u32, usize, u8)> = None;
         for (fblk, data) in blocks {
-            let (nid, index) = self.ensure_dnode(ws, e, *fblk)?;
-            let version = self
-                .vol()
-                .nat
-                .entry(&*self.vol().dev, nid)
-                .map(|n| n.version)
-                .unwrap_or(0);
+            let next_slot = prev.and_then(|(f, nid, index, version)| {
+                let slots = if nid == e.ino {
+                    e.inode.addr_slots()
+                } else {
+                    ADDRS_PER_BLOCK as usize
+                };
+                (f + 1 == fblk && index + 1 < slots).then_some((nid, index + 1, version))
+            });
+            let (nid, index, version) = match next_slot {
+                Some(found) => found,
+                None => {
+                    let (nid, index) = self.ensure_dnode(ws, e, fblk)?;
+                    let version = self
+                        .vol()
+                        .nat
+                        .entry(&*self.vol().dev, nid)
+                        .map(|n| n.version)
+                        .unwrap_or(0);
+                    (nid, index, version)
+                }
+            };
+            prev = Some((fblk, nid, index, version));
             let sum = RawSummary {
                 nid: nid.into(),
                 version,
                 ofs_in_node: (index as u16).into(),
             };
             let addr = ws.segs.alloc(log, sum)?;
-            links.push((nid, index, addr));
-            writes.insert(addr, *data);
+            runs.push(addr, data);
+            match links.last_mut() {
+                Some((n, slots)) if *n == nid => slots.push((index, addr)),
+                _ => links.push((nid, vec![(index, addr)])),
+            }
         }
         ws.sync.data_since_flush = true;
         // Readers find the blocks in memory from now on; the change's caller writes them
@@ -495,21 +531,51 @@ impl Fs {
         // before the blocks are linked: `set_addr` on a dnode puts it in the node cache at
         // once, where a reader (who takes no write lock) may walk it, and an address it finds
         // there must be in flight or landed, never an unwritten block read from the device.
-        let batch = std::sync::Arc::new(writes);
+        let batch = std::sync::Arc::new(runs);
         self.vol().inflight.add(&batch);
         ws.deferred.push(batch);
-        for (nid, index, addr) in links {
-            let old = self.set_addr(e, nid, index, addr)?;
-            if old == NULL_ADDR || old == NEW_ADDR {
-                if old == NULL_ADDR {
-                    ws.counts.valid_blocks += 1;
-                    e.add_blocks(1);
+        for (nid, slots) in links {
+            for old in self.set_addrs(e, nid, &slots)? {
+                if old == NULL_ADDR || old == NEW_ADDR {
+                    if old == NULL_ADDR {
+                        ws.counts.valid_blocks += 1;
+                        e.add_blocks(1);
+                    }
+                } else {
+                    ws.segs.invalidate(old);
                 }
-            } else {
-                ws.segs.invalidate(old);
             }
         }
         Ok(())
+    }
+
+    /// Sets slots of node `nid` (the inode itself, or a dnode) to new addresses, the node
+    /// read and put back once; returns the old values, in order.
+    fn set_addrs(&self, e: &mut Editing, nid: u32, slots: &[(usize, u32)]) -> Result<Vec<u32>> {
+        if nid == e.ino {
+            return Ok(slots
+                .iter()
+                .map(|&(index, addr)| {
+                    let at = e.addr_slot(index);
+                    let old = get32(&e.block, at);
+                    e.set_u32(at, addr);
+                    old
+                })
+                .collect());
+        }
+        let (mut b, log) =
+            self.node_for_edit(nid, e.ino, e.inode.file_type == FileType::Directory)?;
+        let olds = slots
+            .iter()
+            .map(|&(index, addr)| {
+                let at = index * 4;
+                let old = get32(&b, at);
+                put(&mut b, at, &addr.to_le_bytes());
+                old
+            })
+            .collect();
+        self.vol().nodes.put_dirty(nid, b, log)?;
+        Ok(olds)
     }
 
     /// The value in slot `index` of node `nid` (the inode itself, or a dnode).
@@ -795,26 +861,39 @@ impl Fs {
                 let mut fblk = offset / bs;
                 while done < data.len() {
                     let chunk_end = (fblk + 256).min(end.div_ceil(bs));
-                    let mut blocks = BTreeMap::new();
-                    for fb in fblk..chunk_end {
+                    // Whole blocks are borrowed from `data`; the partial first and last ones
+                    // are merged with what the file holds there.
+                    let mut edges: Vec<(u64, Block)> = Vec::new();
+                    for fb in [fblk, chunk_end - 1] {
                         let bstart = fb * bs;
-                        let lo = offset.max(bstart);
-                        let hi = end.min(bstart + bs);
+                        let (lo, hi) = (offset.max(bstart), end.min(bstart + bs));
+                        let partial = lo > bstart || hi < bstart + bs;
+                        if !partial || edges.iter().any(|(f, _)| *f == fb) {
+                            continue;
+                        }
                         let mut b = [0u8; BLOCK_SIZE];
-                        if lo > bstart || hi < bstart + bs {
-                            let old = self.block_addr(&e, fb)?;
-                            if old != NULL_ADDR && old != NEW_ADDR && bstart < e.size() {
-                                b = self.vol().read_data_block(old.into(), "file data")?;
-                            }
+                        let old = self.block_addr(&e, fb)?;
+                        if old != NULL_ADDR && old != NEW_ADDR && bstart < e.size() {
+                            b = self.vol().read_data_block(old.into(), "file data")?;
                         }
                         let src = data
                             .get((lo - offset) as usize..(hi - offset) as usize)
                             .unwrap_or(&[]);
                         put(&mut b, (lo - bstart) as usize, src);
-                        done += src.len();
-                        blocks.insert(fb, b);
+                        edges.push((fb, b));
                     }
-                    self.write_data_blocks(ws, &mut e, Log::WarmData, &blocks)?;
+                    let blocks = (fblk..chunk_end).map(|fb| {
+                        let bstart = fb * bs;
+                        let src = match edges.iter().find(|(f, _)| *f == fb) {
+                            Some((_, b)) => &b[..],
+                            None => data
+                                .get((bstart - offset) as usize..(bstart + bs - offset) as usize)
+                                .unwrap_or(&[]),
+                        };
+                        (fb, src)
+                    });
+                    self.write_file_blocks(ws, &mut e, Log::WarmData, blocks)?;
+                    done = (chunk_end * bs).min(end).saturating_sub(offset) as usize;
                     fblk = chunk_end;
                 }
                 if e.size() < end {
