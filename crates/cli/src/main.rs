@@ -179,8 +179,8 @@ enum Cmd {
     /// Print a completion script for SHELL (bash, zsh, fish, elvish, powershell).
     #[command(after_long_help = COMPLETION_NOTES)]
     Completions { shell: clap_complete::Shell },
-    /// Write the manual pages (uf2fs.1 and one per command) into DIR.
-    #[command(hide = true)]
+    /// Write the manual pages (uf2fs.1 and one per command) into DIR; after `cargo install`,
+    /// `uf2fs manpages ~/.local/share/man/man1` makes `man uf2fs` work.
     Manpages { dir: PathBuf },
 }
 
