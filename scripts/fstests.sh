@@ -231,7 +231,7 @@ patch_common_rc
 # was installed before (the package's helper, or nothing) is put back when this script ends,
 # except with --setup-only, which leaves it for the ./check run that follows.
 HELPER_BEFORE=$WORK/mount.fuse.uf2fs.before
-if [ -e "$HELPER" ] && [ ! -e "$HELPER_BEFORE" ] && ! grep -q "installed by uf2fs's scripts/fstests.sh" "$HELPER"; then
+if [ -e "$HELPER" ] && [ ! -e "$HELPER_BEFORE" ] && ! grep -q "installed by uf2fs's scripts/fstests.sh for its run" "$HELPER"; then
   cp -a "$HELPER" "$HELPER_BEFORE"
 fi
 restore_helper() {
