@@ -36,4 +36,5 @@ gzip -9n "$assets"/man/*.1     # Debian policy; cargo-deb compresses only assets
 "$dir/uf2fs" completions fish >"$assets/completions/uf2fs.fish"
 mkdir -p "$target/debian"
 # cargo-deb prints the package's path
-cargo deb --quiet -p uf2fs --no-build --profile "$PROFILE" --output "$target/debian"
+# --strip: the release profile keeps line tables (debug = 1), which a package need not carry
+cargo deb --quiet -p uf2fs --no-build --strip --profile "$PROFILE" --output "$target/debian"
