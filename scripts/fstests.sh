@@ -13,7 +13,8 @@
 # This script (as root, Debian 12): installs fstests' build and run dependencies with apt,
 # builds a copy of $FSTESTS_SRC in $FSTESTS_WORK/fstests (your checkout is not modified) and
 # patches its common/rc (see patch_common_rc), formats two image files with `uf2fs mkfs`
-# (TEST_DEV and SCRATCH_DEV), installs /sbin/mount.fuse.uf2fs, writes local.config, runs
+# (TEST_DEV and SCRATCH_DEV), installs scripts/mount.fuse.uf2fs (the package's mount helper)
+# as /sbin/mount.fuse.uf2fs for the run (what was there is put back), writes local.config, runs
 # ./check with scripts/fstests-exclude.txt as the exclusion list, and writes a summary
 # (passed / run / not run / failed / excluded) to $FSTESTS_WORK/summary.txt.
 #
@@ -26,10 +27,11 @@
 #   UF2FS               uf2fs binary [target/release/uf2fs, built here with cargo]
 #   F2FS_CHECK          post-test checker, called as `F2FS_CHECK IMAGE` [../shared/tools/f2fs-check]
 #
-# What uf2fs's mount must do for fstests (checked by the helper, which fails loudly):
-#   - `uf2fs mount -f SOURCE DIR -o OPTS` stays in the foreground until unmounted, accepts the
-#     generic options mount(8) passes (rw, ro, nosuid, nodev, noexec, relatime, noatime, ...)
-#     besides allow_other and default_permissions, and writes everything back before exiting;
+# What uf2fs's mount must do for fstests (the helper relies on it):
+#   - `uf2fs mount SOURCE DIR -o OPTS` (run by the helper) returns once the mount is live,
+#     accepts the generic options mount(8) passes (rw, ro, nosuid, nodev, noexec, relatime,
+#     noatime, ...) besides allow_other and default_permissions, and writes everything back
+#     before its daemon exits, holding its image's lock until then;
 #   - the mount's source in /proc/mounts is SOURCE exactly (FUSE fsname=SOURCE): fstests finds
 #     and unmounts its file systems by `findmnt -S $TEST_DEV` and `umount $TEST_DEV`.
 #   The type may be "fuse" or "fuse.uf2fs" (the patched _fs_type accepts both).
@@ -50,7 +52,6 @@ MOPTS=${FSTESTS_MOUNT_OPTS:-allow_other,default_permissions}
 EXCLUDE=$(realpath "${FSTESTS_EXCLUDE:-$ROOT/scripts/fstests-exclude.txt}")
 F2FS_CHECK=$(realpath "${F2FS_CHECK:-$ROOT/../shared/tools/f2fs-check}")
 HELPER=/sbin/mount.fuse.uf2fs
-LOCKDIR=/run/lock/uf2fs-fstests
 
 say() { echo "fstests: $*" >&2; }
 die() { echo "fstests: $*" >&2; exit 1; }
@@ -223,86 +224,30 @@ patch_common_rc
 
 # --- 4. helpers --------------------------------------------------------------------------------
 # umount(8) of a FUSE file system returns as soon as the kernel has detached it, before the
-# daemon has written its last checkpoint and exited. Every program that touches an image
-# (the daemon, the checker, the repair) therefore holds an exclusive flock on a per-image lock
-# file for its whole run; each waits (up to 120 s) for the one before it.
-cat >"$HELPER" <<EOF
-#!/bin/sh
-# mount(8) helper for \`mount -t fuse.uf2fs SOURCE DIR\`, installed by uf2fs's scripts/fstests.sh.
-# mount(8) calls: mount.fuse.uf2fs SOURCE DIR [-sfnv] [-N NS] -o OPTIONS [-t fuse.uf2fs]
-# (SOURCE canonicalised; OPTIONS always holds at least rw or ro).
-UF2FS='$UF2FS'
-LOCKDIR='$LOCKDIR'
-LOG='$WORK/logs/daemon.log'
-[ \$# -ge 2 ] || { echo "usage: mount.fuse.uf2fs SOURCE DIR [-o OPTIONS]" >&2; exit 1; }
-src=\$1 dir=\$2; shift 2
-opts=
-while [ \$# -gt 0 ]; do
-  case \$1 in
-    -o) opts=\${opts:+\$opts,}\$2; shift 2 ;;
-    -o?*) opts=\${opts:+\$opts,}\${1#-o}; shift ;;
-    -t|-N) shift 2 ;;
-    *) shift ;;
-  esac
-done
-case ,\$opts, in
-  # remount changes only the kernel's view (ro/rw, atime...): the daemon is not involved
-  *,remount,*) exec mount -i -o "\$opts" "\$dir" ;;
-esac
-mounts_on() { awk -v d="\$1" '\$5 == d' /proc/self/mountinfo | wc -l; }
-# An image already served is mounted again as the kernel mounts a device twice: the same
-# file system at a second place (a bind mount of the first mount's root). A second daemon on
-# one image is refused by its lock, and two writers would break it anyway.
-served=\$(awk -v s="\$src" '\$4 == "/" { for (i = 7; \$i != "-"; i++) ; if (\$(i + 1) ~ /^fuse(\.uf2fs)?\$/ && \$(i + 2) == s) { print \$5; exit } }' /proc/self/mountinfo)
-if [ -n "\$served" ]; then
-  # ...but not over itself: mount(8) refuses a source already mounted on the same target.
-  if awk -v s="\$src" -v d="\$dir" '\$5 == d { for (i = 7; \$i != "-"; i++) ; if (\$(i + 2) == s) f = 1 } END { exit !f }' /proc/self/mountinfo; then
-    echo "mount.fuse.uf2fs: \$src is already mounted on \$dir" >&2
-    exit 32
-  fi
-  mount --bind "\$served" "\$dir" || exit 32
-  case ,\$opts, in *,ro,*) mount -o remount,bind,ro "\$dir" || exit 32 ;; esac
-  exit 0
+# daemon has written its last checkpoint and exited. The daemon holds an exclusive flock on its
+# image until then: the helper (before mounting), the checker and the repair wait on it (up to
+# 120 s each).
+# The mount helper is the package's (scripts/mount.fuse.uf2fs), naming this run's uf2fs. What
+# was installed before (the package's helper, or nothing) is put back when this script ends,
+# except with --setup-only, which leaves it for the ./check run that follows.
+HELPER_BEFORE=$WORK/mount.fuse.uf2fs.before
+if [ -e "$HELPER" ] && [ ! -e "$HELPER_BEFORE" ] && ! grep -q "installed by uf2fs's scripts/fstests.sh for its run" "$HELPER"; then
+  cp -a "$HELPER" "$HELPER_BEFORE"
 fi
-before=\$(mounts_on "\$dir")
-mkdir -p "\$LOCKDIR"
-lock="\$LOCKDIR/\$(printf '%s' "\$src" | tr / _).lock"
-echo "=== \$(date '+%F %T') mount \$src \$dir -o \$opts" >>"\$LOG"
-setsid -w flock -w 120 -E 75 "\$lock" "\$UF2FS" mount -f "\$src" "\$dir" -o "\$opts" </dev/null >>"\$LOG" 2>&1 &
-pid=\$!
-i=0
-while [ "\$(mounts_on "\$dir")" -le "\$before" ]; do
-  if ! kill -0 \$pid 2>/dev/null; then
-    wait \$pid; rc=\$?
-    [ \$rc = 75 ] && echo "mount.fuse.uf2fs: the previous uf2fs daemon for \$src did not exit within 120 s" >&2
-    echo "mount.fuse.uf2fs: uf2fs mount \$src \$dir failed (exit \$rc); last lines of \$LOG:" >&2
-    tail -5 "\$LOG" >&2
-    exit 32
-  fi
-  i=\$((i + 1))
-  if [ \$i -gt 1200 ]; then
-    echo "mount.fuse.uf2fs: \$dir not mounted after 120 s; see \$LOG" >&2
-    kill \$pid 2>/dev/null
-    exit 32
-  fi
-  sleep 0.1
-done
-got=\$(awk -v d="\$dir" '\$5 == d { for (i = 7; \$i != "-"; i++) ; s = \$(i + 2) } END { print s }' /proc/self/mountinfo)
-if [ "\$got" != "\$src" ]; then
-  echo "mount.fuse.uf2fs: uf2fs mounted \$dir with source '\$got', not '\$src'; fstests needs fsname=SOURCE" >&2
-  umount "\$dir"
-  exit 32
-fi
-exit 0
-EOF
-chmod 755 "$HELPER"
+restore_helper() {
+  if [ -e "$HELPER_BEFORE" ]; then mv -f "$HELPER_BEFORE" "$HELPER"; else rm -f "$HELPER"; fi
+}
+[ $SETUP_ONLY = 1 ] || trap restore_helper EXIT
+sed "s|^UF2FS=.*|UF2FS='$UF2FS'  # installed by uf2fs's scripts/fstests.sh for its run|" \
+  "$ROOT/scripts/mount.fuse.uf2fs" >"$HELPER.new"
+chmod 755 "$HELPER.new"
+mv -f "$HELPER.new" "$HELPER"
 
 cat >"$WORK/bin/check-image" <<EOF
 #!/bin/sh
 # FUSE_CHECK_PROG: \`check-image IMAGE\`, called unmounted after each test by the patched
 # common/rc. Waits for the daemon that served IMAGE to exit, then runs the checker.
-lock="$LOCKDIR/\$(printf '%s' "\$1" | tr / _).lock"
-mkdir -p "$LOCKDIR"
+lock=\$1
 out=\$(flock -w 120 -E 75 "\$lock" '$F2FS_CHECK' "\$1" 2>&1)
 rc=\$?
 [ \$rc = 75 ] && echo "check-image: the uf2fs daemon for \$1 did not exit within 120 s" >&2
@@ -318,9 +263,8 @@ cat >"$WORK/bin/reformat-image" <<EOF
 #!/bin/sh
 # FUSE_MKFS_PROG and FUSE_REPAIR_PROG: \`reformat-image IMAGE\`: a fresh file system, for
 # _scratch_mkfs and after a failed check of TEST_DEV. Quiet: tests may not redirect mkfs output.
-lock="$LOCKDIR/\$(printf '%s' "\$1" | tr / _).lock"
-mkdir -p "$LOCKDIR"
-exec flock -w 120 "\$lock" '$UF2FS' mkfs --force "\$1" >/dev/null
+flock -w 120 "\$1" true || exit 75
+exec '$UF2FS' mkfs --force "\$1" >/dev/null
 EOF
 chmod 755 "$WORK/bin/check-image" "$WORK/bin/reformat-image"
 
@@ -345,10 +289,9 @@ if bash -c 'ulimit -f 1000 && ulimit -f unlimited' 2>/dev/null; then
 else
   cp "$EXCLUDE" "$EFFECTIVE_EXCLUDE"
 fi
-mkdir -p "$LOCKDIR"
 for img in "$TEST_DEV" "$SCRATCH_DEV"; do
   # wait for a daemon of an earlier run to finish with the image
-  flock -w 120 "$LOCKDIR/$(printf '%s' "$img" | tr / _).lock" true || die "$img is still in use"
+  [ ! -e "$img" ] || flock -w 120 "$img" true || die "$img is still in use"
   rm -f "$img"
   "$UF2FS" mkfs "$img" --size "$SIZE" >/dev/null
 done
@@ -410,6 +353,6 @@ passed=$((run - failed))
   echo "passed $passed of $run run; $notrun not run (their own _notrun); $failed failed; $excluded excluded"
   echo "failures: $(words "Failures:")"
   echo "final checks: ${final[*]}"
-  echo "logs: $log, $WORK/logs/daemon.log; per-test output: $FST/results/"
+  echo "logs: $log; the daemons': journald or syslog (tag uf2fs), else /run/uf2fs/*.log; per-test output: $FST/results/"
 } | tee "$WORK/summary.txt"
 [ "$failed" = 0 ] && [ "$ran" -gt 0 ]

@@ -11,6 +11,7 @@ have fusermount3 || need+=(fuse3)
 # treesum and the kernel-f2fs payloads are linked static: they need libc.a.
 [ -f /usr/lib/x86_64-linux-gnu/libc.a ] || need+=(libc6-dev)
 have gzip || need+=(gzip)
+have man || need+=(man-db)   # the CLI tests render the manual pages
 if [ ${#need[@]} -gt 0 ]; then
   echo "setup: installing ${need[*]}" >&2
   export DEBIAN_FRONTEND=noninteractive
@@ -20,5 +21,6 @@ fi
 
 have cargo || { echo "setup: cargo not found: install the Rust toolchain (rustup) first" >&2; exit 1; }
 rustup component list --installed 2>/dev/null | grep -q '^rustfmt' || rustup component add rustfmt clippy
+have cargo-deb || cargo install --locked cargo-deb   # scripts/deb.sh: the Debian package
 have cargo-nextest || cargo install --locked cargo-nextest
 [ -d ../shared/tools ] || { echo "setup: ../shared/tools (the judges) must sit beside the checkout" >&2; exit 1; }

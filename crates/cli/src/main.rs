@@ -2,12 +2,13 @@
 //! 1 on an error (one line on stderr), 2 on bad usage.
 
 mod extract;
+mod logging;
 mod mkfs;
 mod mount;
 mod show;
 mod write;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -47,16 +48,19 @@ enum Cmd {
         force: bool,
     },
     /// Mount an image or device on a directory (FUSE); returns once the mount is live.
+    #[command(after_long_help = MOUNT_NOTES)]
     Mount {
         image: PathBuf,
         mountpoint: PathBuf,
         /// Comma-separated mount options: ro, allow_other, allow_root, default_permissions,
         /// background_gc=on|off|sync, checkpoint_merge, nocheckpoint_merge, mode=adaptive|lfs,
         /// fsync_mode=posix|strict|nobarrier, [no]inline_data, [no]inline_dentry,
-        /// inline_xattr, and the generic nodev, nosuid, noexec, noatime...
-        #[arg(short = 'o', action = clap::ArgAction::Append)]
+        /// inline_xattr, log=auto|journald|syslog|file, and the generic nodev, nosuid,
+        /// noexec, noatime...
+        #[arg(short = 'o', value_name = "OPTIONS", action = clap::ArgAction::Append)]
         options: Vec<String>,
-        /// Stay in the foreground (logs to stderr; Ctrl-C unmounts).
+        /// Stay in the foreground (logs to stderr unless log= names a place; Ctrl-C
+        /// unmounts).
         #[arg(short = 'f', long = "foreground")]
         foreground: bool,
         #[arg(long, hide = true)]
@@ -172,23 +176,53 @@ enum Cmd {
         #[arg(long)]
         force: bool,
     },
+    /// Print a completion script for SHELL (bash, zsh, fish, elvish, powershell).
+    #[command(after_long_help = COMPLETION_NOTES)]
+    Completions { shell: clap_complete::Shell },
+    /// Write the manual pages (uf2fs.1 and one per command) into DIR; after `cargo install`,
+    /// `uf2fs manpages ~/.local/share/man/man1` makes `man uf2fs` work.
+    Manpages { dir: PathBuf },
 }
+
+const MOUNT_NOTES: &str = "\
+Through mount(8) and /etc/fstab (the package installs /sbin/mount.fuse.uf2fs):
+    mount -t fuse.uf2fs IMAGE DIR -o allow_other
+    /srv/a.img  /mnt/a  fuse.uf2fs  defaults,allow_other  0  0
+
+The helper drops what only mount(8) and fstab mean (defaults, auto, noauto, user, users, \
+nofail, _netdev, x-*, comment=) and returns once the mount is live. umount DIR unmounts; \
+uf2fs umount DIR also waits for the final checkpoint.
+
+Logging: with -f, standard error. Otherwise, once the mount is live, log=auto (the default) \
+sends the daemon's lines to journald when /run/systemd/journal/socket answers (journalctl \
+-t uf2fs), else to syslog through /dev/log (tag uf2fs, facility daemon), else to a file \
+beside the control socket in /run/uf2fs; log=journald, log=syslog or log=file picks one. \
+uf2fs status DIR names it. UF2FS_LOG=debug (or any tracing filter) logs more.";
+
+const COMPLETION_NOTES: &str = "\
+For the current shell:  source <(uf2fs completions bash)
+
+Installed for everyone (the package does this):
+    uf2fs completions bash > /usr/share/bash-completion/completions/uf2fs
+    uf2fs completions zsh  > /usr/share/zsh/vendor-completions/_uf2fs
+    uf2fs completions fish > /usr/share/fish/vendor_completions.d/uf2fs.fish";
 
 fn main() -> ExitCode {
     // A panic is a bug; still, the user gets one line, not a trace.
+    // (A daemon whose log went to journald or syslog logs it there.)
     std::panic::set_hook(Box::new(|p| {
-        eprintln!("uf2fs: internal error (please report): {p}");
+        if logging::on_stderr() {
+            eprintln!("uf2fs: internal error (please report): {p}");
+        } else {
+            tracing::error!("internal error (please report): {p}");
+        }
     }));
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("UF2FS_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,fuser=error")),
-        )
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .without_time()
-        .init();
     let cli = Cli::parse();
+    // A mount daemon says when it serves and when its final checkpoint is written.
+    logging::init(match cli.cmd {
+        Cmd::Mount { .. } => "info,fuser=error",
+        _ => "warn,fuser=error",
+    });
     let result = match cli.cmd {
         Cmd::Mkfs {
             image,
@@ -268,6 +302,14 @@ fn main() -> ExitCode {
             path,
             force,
         } => extract::run(&image, &dest, &path, force),
+        Cmd::Completions { shell } => {
+            let mut script = Vec::new();
+            clap_complete::generate(shell, &mut Cli::command(), "uf2fs", &mut script);
+            std::io::stdout()
+                .write_all(&script)
+                .map_err(|e| Failure::Msg(format!("writing the script: {e}")))
+        }
+        Cmd::Manpages { dir } => manpages(&dir),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -277,6 +319,15 @@ fn main() -> ExitCode {
             ExitCode::from(1)
         }
     }
+}
+
+/// The manual pages, from the same definition as the arguments: `uf2fs.1` and `uf2fs-CMD.1`
+/// for each command. Generated by the binary (not by a build script) so that the package and
+/// a `cargo install` user make them the same way.
+fn manpages(dir: &std::path::Path) -> CliResult {
+    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    clap_mangen::generate_to(Cli::command(), dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    Ok(())
 }
 
 /// How a command failed: a message to print, or already reported (per-entry errors).

@@ -3,14 +3,15 @@
 //! Without `-f`, `mount` starts itself again as the daemon (in a new session, stdin from
 //! /dev/null) and waits until the child says the mount is live, or relays why it failed; a
 //! fork of a running Rust program is not safe, a fresh process is. The daemon's later log lines
-//! go to a log file beside its control socket (`uf2fs status` shows where).
+//! go where `-o log=` says (journald, syslog or the file beside the control socket; see
+//! `logging`), and `uf2fs status` shows where.
 
-use crate::{CliResult, Failure};
+use crate::{logging, CliResult, Failure};
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Read, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use uf2fs_fuse::{request, MountOptions};
+use uf2fs_fuse::{request, Log, LogChoice, MountOptions, MountStatus};
 
 pub struct Args<'a> {
     pub image: &'a Path,
@@ -25,11 +26,18 @@ pub fn mount(a: Args<'_>) -> CliResult {
     let opts = MountOptions::parse(a.options)?;
     if a.daemon_child {
         let _ = rustix::process::setsid();
-        return uf2fs_fuse::serve(a.image, a.mountpoint, opts, |st| detach(&st.log))
+        let (log, dest) = logging::choose(opts.log, log_file(a.mountpoint)?)?;
+        return uf2fs_fuse::serve(a.image, a.mountpoint, opts, log, |st| detach(st, dest))
             .map_err(Failure::Msg);
     }
     if a.foreground {
-        return uf2fs_fuse::serve(a.image, a.mountpoint, opts, |st| {
+        // The terminal, unless a destination is named.
+        let (log, dest) = match opts.log {
+            LogChoice::Auto => (Log::Stderr, None),
+            choice => logging::choose(choice, log_file(a.mountpoint)?)?,
+        };
+        return uf2fs_fuse::serve(a.image, a.mountpoint, opts, log, |st| {
+            logging::switch(&st.log, dest)?;
             eprintln!(
                 "uf2fs: serving {} on {} ({}); Ctrl-C or fusermount3 -u unmounts",
                 st.image.display(),
@@ -81,19 +89,33 @@ pub fn mount(a: Args<'_>) -> CliResult {
     Err(Failure::Quiet)
 }
 
-/// In the daemon, once the mount is live: later messages go to the log file, the parent is
+/// The log file beside the control socket of the mount at `mountpoint`.
+fn log_file(mountpoint: &Path) -> Result<PathBuf, Failure> {
+    let mp = std::fs::canonicalize(mountpoint)
+        .map_err(|e| format!("mount point {}: {e}", mountpoint.display()))?;
+    Ok(uf2fs_fuse::control_paths(&mp)?.log)
+}
+
+/// In the daemon, once the mount is live: later messages go to the chosen log, the parent is
 /// told (one line on stdout), and stdout is let go.
-fn detach(log: &Path) -> std::io::Result<()> {
-    let f = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(log)?;
-    rustix::stdio::dup2_stderr(&f)?;
+fn detach(st: &MountStatus, dest: Option<logging::Dest>) -> std::io::Result<()> {
+    logging::switch(&st.log, dest)?;
     let mut out = std::io::stdout();
     out.write_all(b"ready\n")?;
     out.flush()?;
     let null = std::fs::OpenOptions::new().write(true).open("/dev/null")?;
     rustix::stdio::dup2_stdout(&null)?;
+    tracing::info!(
+        "serving {} on {} ({}), pid {}",
+        st.image.display(),
+        st.mountpoint.display(),
+        if st.volume.writable {
+            "read-write"
+        } else {
+            "read-only"
+        },
+        st.pid
+    );
     Ok(())
 }
 
@@ -163,7 +185,15 @@ fn print_status(out: &mut impl Write, v: &Value) -> std::io::Result<()> {
             s("/mountpoint"),
             n("/pid")
         )?;
-        writeln!(out, "log:          {}", s("/log"))?;
+        let log = match (s("/log/to").as_str(), v.pointer("/log")) {
+            ("file", _) => s("/log/path"),
+            ("journald", _) => format!("journald ({}; journalctl -t uf2fs)", s("/log/socket")),
+            ("syslog", _) => format!("syslog ({}; tag uf2fs)", s("/log/socket")),
+            ("stderr", _) => "standard error (foreground)".into(),
+            (_, Some(other)) => other.to_string(),
+            (_, None) => "-".into(),
+        };
+        writeln!(out, "log:          {log}")?;
     }
     let mode = if v.pointer("/writable").and_then(Value::as_bool) == Some(true) {
         "read-write".to_string()

@@ -12,7 +12,7 @@ mod ops;
 pub mod options;
 
 pub use control::{control_paths, request};
-pub use options::MountOptions;
+pub use options::{LogChoice, MountOptions};
 
 use fuser::{Config, MountOption, Session, SessionACL};
 use options::Access;
@@ -22,6 +22,21 @@ use uf2fs_engine::{Error, Fs};
 
 /// Request-handling threads. Reads run in parallel; changes take the engine's write lock.
 const THREADS: usize = 4;
+
+/// Where the daemon's log lines go once the mount is live: chosen by the command that starts
+/// it (the `log=` option, and what the machine has), shown by `uf2fs status`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(tag = "to", rename_all = "lowercase")]
+pub enum Log {
+    /// The terminal of `uf2fs mount -f`.
+    Stderr,
+    /// The systemd journal (identifier `uf2fs`), through its native socket.
+    Journald { socket: PathBuf },
+    /// The local syslog daemon (facility daemon, tag `uf2fs`).
+    Syslog { socket: PathBuf },
+    /// A file beside the control socket.
+    File { path: PathBuf },
+}
 
 /// What the daemon says about itself in `uf2fs status`.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -33,7 +48,7 @@ pub struct MountStatus {
     /// Why the volume is read-only, when it is.
     pub read_only_reason: Option<String>,
     pub fsync_requests: u64,
-    pub log: PathBuf,
+    pub log: Log,
     #[serde(flatten)]
     pub volume: uf2fs_engine::Status,
 }
@@ -57,11 +72,13 @@ pub fn open_volume(image: &Path, opts: &MountOptions) -> Result<(Fs, Option<Stri
 }
 
 /// Mounts `image` on `mountpoint` and serves it until unmounted. `ready` runs once the mount
-/// is live (the daemon's parent is told then). Returns after the final checkpoint.
+/// is live (the daemon's parent is told then, and the log moves to `log`). Returns after the
+/// final checkpoint.
 pub fn serve(
     image: &Path,
     mountpoint: &Path,
     opts: MountOptions,
+    log: Log,
     ready: impl FnOnce(&MountStatus) -> std::io::Result<()>,
 ) -> Result<(), String> {
     // Resolved before mounting: afterwards the path leads into the mount itself.
@@ -155,12 +172,7 @@ pub fn serve(
     // daemon closes the image (and lets go of its lock) before it tells waiters it is done.
     let status = {
         let fs = Arc::downgrade(&fs);
-        let (image, mountpoint, opts, log) = (
-            image.clone(),
-            mountpoint.clone(),
-            opts.clone(),
-            paths.log.clone(),
-        );
+        let (image, mountpoint, opts) = (image.clone(), mountpoint.clone(), opts.clone());
         let reason = read_only_reason.clone();
         move || -> Result<MountStatus, String> {
             Ok(MountStatus {

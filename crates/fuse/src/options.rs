@@ -25,6 +25,20 @@ pub enum Atime {
     Strictatime,
 }
 
+/// Where the daemon's log goes once the mount is live (`log=`; the daemon, not the kernel,
+/// reads it). Before that, and always with `-f` unless a destination is named, messages go to
+/// the standard error of the command that mounted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogChoice {
+    /// journald if its socket answers, else syslog if /dev/log does, else the file.
+    Auto,
+    Journald,
+    Syslog,
+    /// The file beside the control socket (`uf2fs status` names it).
+    File,
+}
+
 /// Who besides the mounting user may use the mount.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -53,6 +67,7 @@ pub struct MountOptions {
     pub inline_dentry: bool,
     pub inline_xattr: bool,
     pub atime: Atime,
+    pub log: LogChoice,
     /// Generic flags passed on to the kernel's mount (nodev, nosuid, noexec, noatime...).
     pub flags: Vec<String>,
 }
@@ -74,6 +89,7 @@ impl Default for MountOptions {
             inline_dentry: true,
             inline_xattr: true,
             atime: Atime::Relatime,
+            log: LogChoice::Auto,
             flags: Vec::new(),
         }
     }
@@ -153,6 +169,15 @@ impl MountOptions {
                     _ => return bad_value(v, "on, off"),
                 }
             }
+            ("log", Some(v)) => {
+                self.log = match v {
+                    "auto" => LogChoice::Auto,
+                    "journald" => LogChoice::Journald,
+                    "syslog" => LogChoice::Syslog,
+                    "file" => LogChoice::File,
+                    _ => return bad_value(v, "auto, journald, syslog, file"),
+                }
+            }
             ("checkpoint_merge", None) => self.checkpoint_merge = true,
             ("nocheckpoint_merge", None) => self.checkpoint_merge = false,
             ("mode", Some(v)) => {
@@ -201,9 +226,10 @@ impl MountOptions {
                 | "inline_xattr",
                 Some(_),
             ) => return Err(format!("mount option {key} takes no value")),
-            ("background_gc" | "mode" | "fsync_mode" | "gc_policy" | "gc_node_penalty", None) => {
-                return Err(format!("mount option {key} needs a value ({key}=...)"))
-            }
+            (
+                "background_gc" | "mode" | "fsync_mode" | "gc_policy" | "gc_node_penalty" | "log",
+                None,
+            ) => return Err(format!("mount option {key} needs a value ({key}=...)")),
             _ => return Err(format!("unknown mount option '{opt}'")),
         }
         Ok(())
@@ -228,7 +254,7 @@ mod tests {
     fn options_parse_and_later_ones_win() {
         let o = MountOptions::parse(&[
             "ro,allow_other,nocheckpoint_merge",
-            "fsync_mode=strict,mode=lfs,noinline_data,noatime,rw,defaults",
+            "fsync_mode=strict,mode=lfs,noinline_data,noatime,rw,defaults,log=syslog",
         ])
         .unwrap();
         assert!(!o.read_only && !o.checkpoint_merge && !o.inline_data);
@@ -236,6 +262,7 @@ mod tests {
         assert_eq!(o.fsync_mode, FsyncMode::Strict);
         assert_eq!(o.mode, AllocMode::Lfs);
         assert_eq!(o.atime, Atime::Noatime);
+        assert_eq!(o.log, LogChoice::Syslog);
         assert!(o.flags.is_empty());
     }
 
@@ -249,6 +276,7 @@ mod tests {
             ),
             ("mode", "needs a value"),
             ("ro=1", "takes no value"),
+            ("log=console", "bad value 'console' for mount option log"),
             ("noinline_xattr", "not supported yet"),
         ] {
             let e = MountOptions::parse(&[opt]).unwrap_err();
