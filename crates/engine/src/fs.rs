@@ -585,7 +585,7 @@ impl Fs {
         // Whole blocks of a run go straight into `out` when the request starts on a block
         // boundary (the kernel's page-cache reads always do); the rest through `tmp`. Holes
         // (the gaps between runs) are zeroed as they are passed.
-        let aligned = offset % bs == 0;
+        let aligned = offset.is_multiple_of(bs);
         let mut tmp = Vec::new();
         let mut zeroed_to = offset;
         let what = || format!("data of inode {ino}");
