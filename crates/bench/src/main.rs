@@ -10,7 +10,7 @@
 //!
 //! `gc-waf`: the cleaner's write amplification under random overwrites (seed 000, skewed
 //! variants), seed 001's small-file rewrites and seed 003's latency log, on uf2fs over a loop
-//! device, on Linux 6.1 (kernel-f2fs, or its saved baselines) and at the exact-greedy limit
+//! device, on Linux 6.1 (tools/linux-f2fs, or its saved baselines) and at the exact-greedy limit
 //! (`gcwaf.rs`).
 //!
 //! `checkpoint-merge`: seed 002's experiment on a uf2fs FUSE mount, scaled to this machine:
@@ -26,6 +26,7 @@
 //! pick under each policy and of an update, from 10^3 to 10^6 sections (see
 //! `victim_pick.rs`).
 
+mod greedy;
 mod victim_pick;
 
 use clap::{Parser, Subcommand};
@@ -107,7 +108,7 @@ enum Cmd {
         iters: u64,
     },
     /// The cleaner's write amplification: uf2fs (FUSE over a loop device) beside Linux 6.1
-    /// (kernel-f2fs or a saved baseline) beside exact greedy (wafsim), same workloads.
+    /// (tools/linux-f2fs or a saved baseline) beside exact greedy (greedy.rs), same workloads.
     GcWaf(Box<gcwaf::GcWafArgs>),
 }
 
