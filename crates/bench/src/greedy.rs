@@ -36,7 +36,7 @@ pub fn waf(segments: u32, blocks: u32, utilisation: f64) -> Result<f64, String> 
         ));
     }
     let mut log = Log::new(segments, blocks, live as u32);
-    let mut rng = SplitMix(0x5eed_0f_6ee_d1);
+    let mut rng = SplitMix(0x05ee_d0f6_eed1);
     for _ in 0..live * WARM_UP {
         log.overwrite(rng.below(live) as u32)?;
     }
