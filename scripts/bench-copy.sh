@@ -2,7 +2,7 @@
 # Benchmark: a tree of 50 000+ files (default: /usr/share and /usr/include of this machine,
 # ~60 000 entries, ~850 MB) copied with `cp -a` onto a uf2fs mount and onto ext4 on a loop
 # device, in the same run; then the uf2fs copy is compared with `diff -r` after a remount,
-# read by Linux (kernel-f2fs: every file hashed, compared with the source's treesum view),
+# read by Linux (tools/linux-f2fs: every file hashed, compared with the source's treeview view),
 # and compared with `diff -r` again after Linux mounted and unmounted it.
 # Prints a table and writes target/bench/copy/copy.json. Run as root from the checkout:
 #   bash scripts/bench-copy.sh [SRC_DIR...]
@@ -30,26 +30,26 @@ truncate -s "$size" "$W/ext4.img"; mkfs.ext4 -q "$W/ext4.img"
 mount -o loop "$W/ext4.img" "$W/ext4"
 t3=$(now); cp -a "$W/src" "$W/ext4/tree"; t4=$(now); umount "$W/ext4"; t5=$(now)
 
-../shared/tools/f2fs-check "$W/f2fs.img"
+tools/f2fs-verdict "$W/f2fs.img"
 "$U" mount -o ro "$W/f2fs.img" "$W/mnt"
 diff -r --no-dereference "$W/src" "$W/mnt/tree" >/dev/null && diff1=identical || diff1=DIFFERENT
 "$U" umount "$W/mnt"
 
 # Linux reads every file (hashes) and its view is compared with the source's.
-gcc -O2 -static -o "$W/payload/treesum" ../shared/tools/treesum.c
+gcc -O2 -static -o "$W/payload/treeview" tools/treeview.c
 F=type,mode,uid,gid,size,mtime,hash,target,links,rdev
-(cd "$W/src" && "$W/payload/treesum" -f $F . | sort > "$W/src-view.txt")
+(cd "$W/src" && "$W/payload/treeview" -f $F . | sort > "$W/src-view.txt")
 cat > "$W/job.sh" <<JOB
 set -e
-\$PAYLOAD/treesum -f $F /mnt/tree | sort > \$OUT/view.txt
+\$PAYLOAD/treeview -f $F /mnt/tree | sort > \$OUT/view.txt
 echo linux-was-here > /mnt/linux-marker
 JOB
 t6=$(now)
-../shared/tools/kernel-f2fs --out "$W/k" --payload "$W/payload" "$W/f2fs.img" "$W/job.sh" >/dev/null
+tools/linux-f2fs --out "$W/k" --payload "$W/payload" "$W/f2fs.img" "$W/job.sh" >/dev/null
 t7=$(now)
 cmp -s "$W/src-view.txt" "$W/k/files/view.txt" && linux=identical || linux=DIFFERENT
 complaints=$(grep F2FS-fs "$W/k/dmesg.txt" | grep -ciE "error|inconsistent|corrupt|fsck" || true)
-../shared/tools/f2fs-check "$W/f2fs.img"
+tools/f2fs-verdict "$W/f2fs.img"
 "$U" mount "$W/f2fs.img" "$W/mnt"
 diff -r --no-dereference "$W/src" "$W/mnt/tree" >/dev/null && diff2=identical || diff2=DIFFERENT
 "$U" umount "$W/mnt"

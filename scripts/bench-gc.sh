@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Benchmark: the cleaner's write amplification (`uf2fs-bench gc-waf`, crates/bench/src/gcwaf.rs).
 # The same jobs on uf2fs (FUSE mount over a loop device: the device's own write counter),
-# on Linux 6.1 (../shared/tools/kernel-f2fs under qemu, or the saved baselines in
-# crates/bench/baselines when the parameters match) and at the exact-greedy limit (wafsim):
+# on Linux 6.1 (tools/linux-f2fs under qemu, or the saved baselines in
+# crates/bench/baselines when the parameters match) and at the exact-greedy limit
+# (crates/bench/src/greedy.rs):
 #   seed000a/b/c  4 KiB random overwrites of one file at 96% of a 2 GiB image (-o 3.89 -s 1):
 #                 O_DIRECT lfs, buffered + fsync/64 lfs, buffered + fsync/64 adaptive
 #   hotcold, zipf (b) with 80% of the writes to 20% of the file, and Zipf 0.9
@@ -28,8 +29,7 @@ if [ ${#need[@]} -gt 0 ]; then
   apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
 have cargo || { echo "bench-gc: cargo not found: install the Rust toolchain first" >&2; exit 1; }
-[ -d ../shared/tools ] || { echo "bench-gc: ../shared/tools (the judges) must sit beside the checkout" >&2; exit 1; }
-# kernel-f2fs installs qemu, the kernel and busybox itself the first time it runs.
+# tools/linux-f2fs installs qemu, the kernel and busybox itself the first time it runs.
 
 cargo build --release --quiet -p uf2fs -p uf2fs-bench
 

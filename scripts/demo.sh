@@ -42,7 +42,7 @@ echo; echo "== uf2fs status (live mount)"
 
 echo; echo "== uf2fs umount (returns after the final checkpoint)"
 "$U" umount "$W/mnt"
-../shared/tools/f2fs-check "$W/demo.img"
+tools/f2fs-verdict "$W/demo.img"
 
 echo; echo "== mounted again: the tree equals what was written"
 "$U" mount -o ro "$W/demo.img" "$W/mnt"

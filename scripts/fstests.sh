@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs fstests' "generic" tests against uf2fs through its FUSE mount (fstests' FSTYP=fuse),
-# and judges the image after every test with ../shared/tools/f2fs-check (fsck.f2fs).
+# and judges the image after every test with tools/f2fs-verdict (fsck.f2fs).
 #
 #   FSTESTS_SRC=/path/to/xfstests-dev bash scripts/fstests.sh [--setup-only] [CHECK_ARGS...]
 #
@@ -25,7 +25,7 @@
 #   FSTESTS_MOUNT_OPTS  FUSE mount options for both file systems [allow_other,default_permissions]
 #   FSTESTS_EXCLUDE     exclusion list [scripts/fstests-exclude.txt]
 #   UF2FS               uf2fs binary [target/release/uf2fs, built here with cargo]
-#   F2FS_CHECK          post-test checker, called as `F2FS_CHECK IMAGE` [../shared/tools/f2fs-check]
+#   F2FS_CHECK          post-test checker, called as `F2FS_CHECK IMAGE` [tools/f2fs-verdict]
 #
 # What uf2fs's mount must do for fstests (the helper relies on it):
 #   - `uf2fs mount SOURCE DIR -o OPTS` (run by the helper) returns once the mount is live,
@@ -50,7 +50,7 @@ WORK=${FSTESTS_WORK:-/var/tmp/uf2fs-fstests}
 SIZE=${FSTESTS_IMAGE_SIZE:-4G}
 MOPTS=${FSTESTS_MOUNT_OPTS:-allow_other,default_permissions}
 EXCLUDE=$(realpath "${FSTESTS_EXCLUDE:-$ROOT/scripts/fstests-exclude.txt}")
-F2FS_CHECK=$(realpath "${F2FS_CHECK:-$ROOT/../shared/tools/f2fs-check}")
+F2FS_CHECK=$(realpath "${F2FS_CHECK:-$ROOT/tools/f2fs-verdict}")
 HELPER=/sbin/mount.fuse.uf2fs
 
 say() { echo "fstests: $*" >&2; }
@@ -63,7 +63,7 @@ if [ -z "${FSTESTS_SRC:-}" ] || [ ! -x "$FSTESTS_SRC/check" ] || [ ! -f "$FSTEST
     FSTESTS_SRC=/var/tmp/xfstests-dev bash scripts/fstests.sh"
 fi
 FSTESTS_SRC=$(realpath "$FSTESTS_SRC")
-[ -x "$F2FS_CHECK" ] || die "checker $F2FS_CHECK not found (../shared/tools must sit beside the checkout)"
+[ -x "$F2FS_CHECK" ] || die "checker $F2FS_CHECK not found"
 [ -f "$EXCLUDE" ] || die "exclusion list $EXCLUDE not found"
 
 # --- 1. Dependencies -------------------------------------------------------------------------
@@ -73,7 +73,7 @@ FSTESTS_SRC=$(realpath "$FSTESTS_SRC")
 # libgdbm-compat-dev (ndbm.h, for generic/010's dbtest).
 # Run: xfsprogs (xfs_io is mandatory), bc, perl, gawk, attr, acl, psmisc, fio, dbench,
 # uuid-runtime, libcap2-bin, xz-utils, e2fsprogs (chattr/lsattr), fuse3, f2fs-tools (fsck.f2fs
-# for f2fs-check), python3, util-linux (flock, findmnt).
+# for f2fs-verdict), python3, util-linux (flock, findmnt).
 PKGS=(autoconf automake libtool libtool-bin make gcc uuid-dev xfslibs-dev libacl1-dev
       libaio-dev liburing-dev libcap-dev libgdbm-dev libgdbm-compat-dev
       xfsprogs bc perl gawk attr acl psmisc fio dbench uuid-runtime libcap2-bin xz-utils
@@ -251,11 +251,6 @@ lock=\$1
 out=\$(flock -w 120 -E 75 "\$lock" '$F2FS_CHECK' "\$1" 2>&1)
 rc=\$?
 [ \$rc = 75 ] && echo "check-image: the uf2fs daemon for \$1 did not exit within 120 s" >&2
-# f2fs-check flags fsck.f2fs's "Duplicate valid checkpoint to mirror position" (an Info line
-# about a fresh image's older second pack, matched by "rror"): that line alone is clean.
-if [ \$rc = 1 ] && [ -z "\$(printf '%s\\n' "\$out" | sed 1d | grep -v '^Info: Duplicate valid checkpoint to mirror position' | grep -v '^\$')" ]; then
-  rc=0
-fi
 printf '%s\\n' "\$out"
 exit \$rc
 EOF

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The long suites (not in CI): fsx for a million operations per seed, stress-ng's filesystem
 # class on a mount, and fstests' generic group (when FSTESTS_SRC points at an fstests
-# checkout; see scripts/fstests.sh). After each: unmount, ../shared/tools/f2fs-check, and
-# Linux (kernel-f2fs) mounts the image and reads every file.
+# checkout; see scripts/fstests.sh). After each: unmount, tools/f2fs-verdict, and
+# Linux (tools/linux-f2fs) mounts the image and reads every file.
 #   bash scripts/long-tests.sh                    # fsx 1M ops x 3 seeds, stress-ng 10 min
 #   FSTESTS_SRC=~/xfstests-dev bash scripts/long-tests.sh
 # STRESS_SECONDS (600), UF2FS_FSX_OPS (1000000) and FSTESTS_GROUP (all: every generic test) change the lengths.
@@ -32,11 +32,11 @@ stress-ng --class filesystem --all 1 --timeout "${STRESS_SECONDS:-600}s" --temp-
 grep -E "passed|failed|skipped|untrustworthy|successful run completed" "$W/stress-ng.log" | tail -5
 "$U" status "$W/mnt"
 "$U" umount "$W/mnt"
-../shared/tools/f2fs-check "$W/img"
+tools/f2fs-verdict "$W/img"
 "$U" fsck "$W/img"
-gcc -O2 -static -o "$W/payload/treesum" ../shared/tools/treesum.c
-printf 'set -e\n$PAYLOAD/treesum /mnt > $OUT/view.txt\n' > "$W/job.sh"
-../shared/tools/kernel-f2fs --out "$W/k" --payload "$W/payload" "$W/img" "$W/job.sh" >/dev/null
+gcc -O2 -static -o "$W/payload/treeview" tools/treeview.c
+printf 'set -e\n$PAYLOAD/treeview /mnt > $OUT/view.txt\n' > "$W/job.sh"
+tools/linux-f2fs --out "$W/k" --payload "$W/payload" "$W/img" "$W/job.sh" >/dev/null
 ! grep F2FS-fs "$W/k/dmesg.txt" | grep -iE "error|inconsistent|corrupt|fsck"
 echo "Linux mounted the image and read $(wc -l < "$W/k/files/view.txt") entries"
 

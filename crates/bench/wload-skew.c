@@ -1,6 +1,6 @@
 /* wload-skew: skewed random overwrites of an existing file, for uf2fs-bench gc-waf.
  * uf2fs's own code, dependency free (libc and libm only). Build it static so the same binary
- * runs on the host (against a uf2fs FUSE mount) and in the kernel-f2fs guest (busybox only):
+ * runs on the host (against a uf2fs FUSE mount) and in the linux-f2fs guest (busybox only):
  *   gcc -O2 -static -o wload-skew wload-skew.c -lm
  * Modes (TOTAL in MiB, BS in bytes; SYNC_EVERY 0 = one fsync at the end only):
  *   wload-skew hotcold FILE TOTAL_MIB BS SEED SYNC_EVERY HOT_PCT HOT_SHARE

@@ -1,4 +1,4 @@
-# fsync-crash-job.sh: runs inside the kernel-f2fs guest (busybox sh, cwd /mnt) and leaves the
+# fsync-crash-job.sh: runs inside the linux-f2fs guest (busybox sh, cwd /mnt) and leaves the
 # image as a power cut after a series of fsyncs would: Linux's roll-forward state. Used by
 # crates/cli/tests/recovery_with_linux.rs and tests/images/make-fsync-crash-image.sh.
 # Needs $PAYLOAD/shutdown (tests/images/shutdown.c, static). Steps:

@@ -1,13 +1,13 @@
-# kernel-job.sh: runs inside the kernel-f2fs guest (busybox sh, cwd /mnt) and builds the rich
+# kernel-job.sh: runs inside the linux-f2fs guest (busybox sh, cwd /mnt) and builds the rich
 # tree of the Linux-written fixtures (see tests/fixtures/README.md), then records the kernel's
 # own view of it in $OUT. Driven by tests/images/make-kernel-images.sh, which ships in $PAYLOAD:
-#   treesum, mksock, setcompr   static helpers (treesum from ../shared/tools/treesum.c)
+#   treeview, mksock, setcompr  static helpers (treeview from tools/treeview.c)
 #   variant                     one word: default | extra | quota | compress
 #   modules/*.ko                (quota only) quota_tree, quota_v2, loaded before the job mounts
-#                               the image itself (kernel-f2fs --no-mount), as the initramfs
+#                               the image itself (linux-f2fs --no-mount), as the initramfs
 #                               lacks them and F2FS's quota feature needs the v2 quota format
 #   bigdir_count                (optional) number of entries of the big directory (default 6000)
-# Outputs in $OUT: view.txt (treesum, all default fields, sorted), stat.txt (inode number,
+# Outputs in $OUT: view.txt (treeview, all default fields, sorted), stat.txt (inode number,
 # link count, 512-byte blocks, path; sorted by path), status.txt (debugfs), and for the
 # compress variant compressed.txt. Exits non-zero at the first failure, naming the step.
 set -e
@@ -20,7 +20,7 @@ BIG=$(cat $P/bigdir_count 2>/dev/null || echo 6000)
 T0=$(date +%s)
 step() { STEP=$1; echo "kernel-job: [$(( $(date +%s) - T0 ))s] $1"; }
 fail() { echo "kernel-job: FAILED: $*"; exit 1; }
-setx() { $P/treesum --setxattr "$1" "$2" "$3" || fail "setxattr $1 $2"; }
+setx() { $P/treeview --setxattr "$1" "$2" "$3" || fail "setxattr $1 $2"; }
 # hx N SEED: sets HX to N bytes of a deterministic pattern, as hex (for xattr values)
 hx() {
   HX=$(awk -v n="$1" -v s="$2" 'BEGIN { for (i = 0; i < n; i++) printf "%02x", (i * 37 + s * 11 + int(i / 256)) % 251 }')
@@ -266,14 +266,16 @@ if [ "$VARIANT" = compress ]; then
   gen compr/lz4_default 1048576 > compr/plain_same_bytes
   gen plain 200000 > compr/plain
   sync
-  # One line per compressed file. hash= is treesum's hash of the bytes as read, taken on a
-  # tmpfs copy: Linux 6.1's SEEK_DATA skips the leading COMPRESS_ADDR block of a compressed
-  # cluster, so treesum on /mnt (view.txt) leaves such blocks out of a compressed file's hash.
+  # One line per compressed file. hash= is treeview's hash of the bytes as read, taken on a
+  # tmpfs copy. Linux 6.1's SEEK_DATA skips the leading COMPRESS_ADDR block of a compressed
+  # cluster; treeview reads from the cluster's start, so its hash on /mnt (view.txt) is the
+  # same, and the job checks that it is.
   C=$OUT/compressed.txt; : > $C
   while read f alg log; do
     [ -n "$($P/setcompr --blocks "$f" 2>/dev/null)" ] || fail "$f is not a compressed file"
     cp "$f" /tmp/copy
-    h=$($P/treesum -f hash /tmp/copy | cut -f2)
+    h=$($P/treeview -f hash /tmp/copy | cut -f2)
+    [ "$h" = "$($P/treeview -f hash "$f" | cut -f2)" ] || fail "$f: hash through F2FS differs from its copy"
     sum=$(sha256sum < "$f" | cut -d' ' -f1)
     [ "$sum" = "$(sha256sum < /tmp/copy | cut -d' ' -f1)" ] || fail "$f: copy differs"
     printf '%s\talgorithm=%s\tlog_cluster_size=%s\tcompr_blocks=%s\t%s\tsha256=%s\n' "$f" $alg $log "$($P/setcompr --blocks "$f")" "$h" "$sum" >> $C
@@ -293,7 +295,7 @@ compr/dir/copied lz4 2
 EOF_LIST
   cat $C
   # self-check: the true hash of copied equals the plain file's hash through the kernel
-  hp=$($P/treesum -f hash compr/plain_same_bytes | cut -f2)
+  hp=$($P/treeview -f hash compr/plain_same_bytes | cut -f2)
   grep -q "^compr/dir/copied	.*	$hp	" $C || fail "hash of compr/dir/copied ($hp expected) differs from the plain copy"
   if $P/setcompr --blocks compr/plain >/dev/null 2>&1; then fail "compr/plain is compressed"; fi
 fi
@@ -308,16 +310,16 @@ touch -d '@1234567890' hl1/a
 
 step "sync and record"
 sync
-# self-check of treesum's hole-skipping hash on this kernel: a plain file's hash through F2FS
+# self-check of treeview's hole-skipping hash on this kernel: a plain file's hash through F2FS
 # must equal the hash of a tmpfs copy (files/sparse, 12 GiB, is left out)
 for f in files/* hl1/a xattr/big_with_data; do
   if [ -f "$f" ] && [ ! -L "$f" ] && [ "$f" != files/sparse ]; then
     cp "$f" /tmp/copy
-    [ "$($P/treesum -f hash "$f" | cut -f2)" = "$($P/treesum -f hash /tmp/copy | cut -f2)" ] || fail "$f: hash through F2FS differs from its copy"
+    [ "$($P/treeview -f hash "$f" | cut -f2)" = "$($P/treeview -f hash /tmp/copy | cut -f2)" ] || fail "$f: hash through F2FS differs from its copy"
     rm /tmp/copy
   fi
 done
-$P/treesum /mnt | sort > $OUT/view.txt || fail "treesum"
+$P/treeview /mnt | sort > $OUT/view.txt || fail "treeview"
 cd /mnt && find . -exec stat -c '%i	%h	%b	%n' {} + | sort -t '	' -k4 > $OUT/stat.txt
 cd /mnt
 wc -l $OUT/view.txt $OUT/stat.txt

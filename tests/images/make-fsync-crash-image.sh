@@ -4,7 +4,7 @@
 #
 #   bash tests/images/make-fsync-crash-image.sh      (from the repository root)
 #
-# A fresh 128 MiB image from the host's mkfs.f2fs (defaults); Linux (../shared/tools/kernel-f2fs)
+# A fresh 128 MiB image from the host's mkfs.f2fs (defaults); Linux (tools/linux-f2fs)
 # runs tests/images/fsync-crash-job.sh on it: a checkpointed base, fsync'd changes, then
 # F2FS_IOC_SHUTDOWN without sync. Kept only if the job exited 0, dmesg has no F2FS complaint
 # and the current checkpoint is not a clean unmount's. Then Linux mounts a copy, must roll
@@ -17,11 +17,11 @@ set -euo pipefail
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
-tools=../shared/tools
+tools=tools
 fix=tests/fixtures
 die() { echo "make-fsync-crash-image: $*" >&2; exit 1; }
 for t in mkfs.f2fs gcc gzip; do command -v $t >/dev/null || die "$t missing"; done
-[ -x $tools/kernel-f2fs ] && [ -x $tools/f2fs-check ] || die "no $tools (clone the repository beside shared/)"
+[ -x $tools/linux-f2fs ] && [ -x $tools/f2fs-verdict ] || die "no $tools/linux-f2fs or $tools/f2fs-verdict"
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -34,7 +34,7 @@ mkfs.f2fs -f -q "$img"
 complaints() { grep 'F2FS-fs' "$1/dmesg.txt" | grep -iE 'error|warn|inconsisten|corrupt|fsck|invalid|wrong' || true; }
 
 echo "== Linux: base, fsyncs, shutdown without sync"
-$tools/kernel-f2fs --out "$work/crash" --payload "$work/payload" "$img" tests/images/fsync-crash-job.sh \
+$tools/linux-f2fs --out "$work/crash" --payload "$work/payload" "$img" tests/images/fsync-crash-job.sh \
   || { tail -20 "$work/crash/job.log" >&2 || true; die "the crash job failed"; }
 cat "$work/crash/job.log"
 bad=$(complaints "$work/crash"); [ -z "$bad" ] || die "F2FS complained: $bad"
@@ -55,12 +55,12 @@ echo "== Linux: recovery of a copy"
 cp "$img" "$work/copy.img"
 cp "$work/crash/files/sha256.txt" "$work/payload/sha256.txt"
 printf 'set -e\nsha256sum -c $PAYLOAD/sha256.txt\n' > "$work/check.sh"
-$tools/kernel-f2fs --out "$work/check" --payload "$work/payload" "$work/copy.img" "$work/check.sh" \
+$tools/linux-f2fs --out "$work/check" --payload "$work/payload" "$work/copy.img" "$work/check.sh" \
   || { tail -20 "$work/check/job.log" >&2 || true; die "Linux does not read the fsync'd files back"; }
 bad=$(complaints "$work/check"); [ -z "$bad" ] || die "F2FS complained at recovery: $bad"
 grep -q recover_inode "$work/check/dmesg.txt" || die "Linux did not roll forward"
 grep 'F2FS-fs' "$work/check/dmesg.txt" | sed 's/^/   dmesg: /'
-$tools/f2fs-check "$work/copy.img" || die "fsck.f2fs does not find the recovered copy clean"
+$tools/f2fs-verdict "$work/copy.img" || die "fsck.f2fs does not find the recovered copy clean"
 
 mv "$work/crash.img.gz" $fix/linux-fsync-crash.img.gz
 cp "$work/crash/files/sha256.txt" $fix/linux-fsync-crash.sha256.txt

@@ -4,12 +4,12 @@
 #   bash tests/images/make-kernel-images.sh [VARIANT...]      (from the repository root)
 #
 # For each variant: a fresh image made by the host's mkfs.f2fs (f2fs-tools 1.15), filled by the
-# real Linux kernel (Debian's 6.1 under qemu, through ../shared/tools/kernel-f2fs) running
+# real Linux kernel (Debian's 6.1 under qemu, through tools/linux-f2fs) running
 # tests/images/kernel-job.sh, which builds the same rich tree in every variant and records the
 # kernel's own view of it. The run must exit 0, leave no F2FS error or warning in dmesg, and the
-# image must pass ../shared/tools/f2fs-check. Then it stores, replacing earlier copies:
+# image must pass tools/f2fs-verdict. Then it stores, replacing earlier copies:
 #   tests/fixtures/NAME.img.gz       the image after Linux unmounted it (gzip -9 -n)
-#   tests/fixtures/NAME.view.txt     `treesum /mnt | sort` in the guest (all default fields)
+#   tests/fixtures/NAME.view.txt     `treeview /mnt | sort` in the guest (all default fields)
 #   tests/fixtures/NAME.stat.txt     inode number, link count, st_blocks (512 B), path (guest)
 #   tests/fixtures/NAME.status.txt   /sys/kernel/debug/f2fs/status after the job's sync
 #   tests/fixtures/linux-compress.compressed.txt   compressed files and their compr_blocks
@@ -18,7 +18,7 @@
 #   linux-default   mkfs.f2fs -f -q (defaults)
 #   linux-extra     -O extra_attr,inode_checksum,flexible_inline_xattr,inode_crtime,lost_found,sb_checksum
 #   linux-quota     -O extra_attr,quota,project_quota. The kernel turns quota accounting on at
-#                   mount, which needs the quota_v2 format module; kernel-f2fs's initramfs only
+#                   mount, which needs the quota_v2 format module; linux-f2fs's initramfs only
 #                   carries f2fs and its dependencies, so this variant ships quota_tree.ko and
 #                   quota_v2.ko in the payload and runs with --no-mount: the job loads them and
 #                   mounts (and unmounts) the image itself.
@@ -30,7 +30,7 @@ set -euo pipefail
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
-tools=../shared/tools
+tools=tools
 fix=tests/fixtures
 job=tests/images/kernel-job.sh
 bigdir=${BIGDIR:-6000}
@@ -41,7 +41,7 @@ variants=("$@")
 
 die() { echo "make-kernel-images: $*" >&2; exit 1; }
 for t in mkfs.f2fs fsck.f2fs gcc gzip; do command -v $t >/dev/null || die "$t missing (apt-get install f2fs-tools gcc gzip)"; done
-[ -x $tools/kernel-f2fs ] && [ -x $tools/f2fs-check ] && [ -f $tools/treesum.c ] || die "no $tools (clone the repository beside shared/)"
+[ -x $tools/linux-f2fs ] && [ -x $tools/f2fs-verdict ] && [ -f $tools/treeview.c ] || die "no $tools/linux-f2fs, f2fs-verdict or treeview.c"
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -49,12 +49,12 @@ trap 'rm -rf "$work"' EXIT
 # static helpers for the guest
 base=$work/payload
 mkdir -p "$base"
-gcc -O2 -static -o "$base/treesum" $tools/treesum.c
+gcc -O2 -static -Wall -o "$base/treeview" $tools/treeview.c
 gcc -O2 -static -Wall -o "$base/mksock" tests/images/mksock.c
 gcc -O2 -static -Wall -o "$base/setcompr" tests/images/setcompr.c
 echo "$bigdir" > "$base/bigdir_count"
 
-# the kernel that kernel-f2fs boots (same choice as that script), for the quota modules
+# the kernel that linux-f2fs boots (same choice as that script), for the quota modules
 kver=$(ls /boot/vmlinuz-*-amd64 2>/dev/null | grep -v cloud | sort -V | tail -1 | sed 's|^/boot/vmlinuz-||')
 
 mkdir -p $fix
@@ -86,7 +86,7 @@ for name in "${variants[@]}"; do
   out=$work/$name.out
   t0=$(date +%s)
   rc=0
-  $tools/kernel-f2fs --out "$out" --payload "$payload" --timeout "$timeout" "${extra_args[@]}" "$img" $job || rc=$?
+  $tools/linux-f2fs --out "$out" --payload "$payload" --timeout "$timeout" "${extra_args[@]}" "$img" $job || rc=$?
   secs=$(( $(date +%s) - t0 ))
   echo "   kernel run: ${secs}s, job exit $rc"
   if [ $rc != 0 ]; then
@@ -102,8 +102,8 @@ $bad"
   [ -s "$out/files/view.txt" ] || die "$name: the job wrote no view.txt"
   LC_ALL=C sort -c "$out/files/view.txt" 2>/dev/null || die "$name: view.txt is not in byte order"
   sum=$(sha256sum < "$img")
-  $tools/f2fs-check "$img" || die "$name: fsck.f2fs does not find the image clean"
-  [ "$(sha256sum < "$img")" = "$sum" ] || die "$name: f2fs-check changed the image"
+  $tools/f2fs-verdict "$img" || die "$name: fsck.f2fs does not find the image clean"
+  [ "$(sha256sum < "$img")" = "$sum" ] || die "$name: f2fs-verdict changed the image"
 
   gzip -9 -n < "$img" > "$work/$name.img.gz"
   mv "$work/$name.img.gz" $fix/$name.img.gz

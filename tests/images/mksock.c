@@ -1,6 +1,6 @@
 /* mksock PATH: create a unix-domain socket file at PATH and exit, leaving the file in place.
  * Busybox has no way to make a socket inode; the F2FS fixtures need one (file type 6).
- * Build static so that it runs in the kernel-f2fs guest: gcc -O2 -static -o mksock mksock.c */
+ * Build static so that it runs in the linux-f2fs guest: gcc -O2 -static -o mksock mksock.c */
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>

@@ -1,4 +1,4 @@
-/* setcompr: F2FS compression controls for the kernel-f2fs guest (busybox has no chattr).
+/* setcompr: F2FS compression controls for the linux-f2fs guest (busybox has no chattr).
  *   setcompr PATH [ALGORITHM LOG_CLUSTER_SIZE]
  *       Mark an empty file (or a directory, whose new files inherit it) for transparent
  *       compression, as `chattr +c` would: FS_COMPR_FL through FS_IOC_GETFLAGS/SETFLAGS.

@@ -1,4 +1,4 @@
-/* shutdown: crash an F2FS mount on purpose, and fsync files, in the kernel-f2fs guest. Busybox
+/* shutdown: crash an F2FS mount on purpose, and fsync files, in the linux-f2fs guest. Busybox
  * cannot call the F2FS shutdown ioctl. Its `sync FILE` does fsync FILE, but `sync -f FILE` is
  * syncfs (a checkpoint on F2FS), which a crash test must not use by mistake; the fsync mode
  * here says what it does and names the file that failed.

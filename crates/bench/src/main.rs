@@ -10,7 +10,7 @@
 //!
 //! `gc-waf`: the cleaner's write amplification under random overwrites (seed 000, skewed
 //! variants), seed 001's small-file rewrites and seed 003's latency log, on uf2fs over a loop
-//! device, on Linux 6.1 (kernel-f2fs, or its saved baselines) and at the exact-greedy limit
+//! device, on Linux 6.1 (tools/linux-f2fs, or its saved baselines) and at the exact-greedy limit
 //! (`gcwaf.rs`).
 //!
 //! `checkpoint-merge`: seed 002's experiment on a uf2fs FUSE mount, scaled to this machine:
@@ -30,6 +30,7 @@
 //! `victim_pick.rs`).
 
 mod io;
+mod greedy;
 mod victim_pick;
 
 use clap::{Parser, Subcommand};
@@ -111,7 +112,7 @@ enum Cmd {
         iters: u64,
     },
     /// The cleaner's write amplification: uf2fs (FUSE over a loop device) beside Linux 6.1
-    /// (kernel-f2fs or a saved baseline) beside exact greedy (wafsim), same workloads.
+    /// (tools/linux-f2fs or a saved baseline) beside exact greedy (greedy.rs), same workloads.
     GcWaf(Box<gcwaf::GcWafArgs>),
     /// The I/O path: fio and small-file tree workloads on the raw file, a uf2fs FUSE mount,
     /// ext4 on a loop device and the engine in-process, side by side (issue 14).

@@ -1,5 +1,5 @@
 //! Images that Linux 6.1 wrote (tests/fixtures, made by tests/images/make-kernel-images.sh
-//! through ../shared/tools/kernel-f2fs): `uf2fs extract` must give the tree Linux showed,
+//! through tools/linux-f2fs): `uf2fs extract` must give the tree Linux showed,
 //! field for field (type, mode, owner, size, mtime in ns, bytes, symlink target, hard-link
 //! group, xattrs, device numbers), and for every path uf2fs must report the inode number, link
 //! count and st_blocks Linux reported. Files Linux compressed must be refused by name.
@@ -20,7 +20,7 @@ use uf2fs_testkit::{
 };
 
 fn read_fixture(name: &str, ext: &str) -> String {
-    // Names may be any bytes but '/' and NUL; compare them as treesum prints them, lossily.
+    // Names may be any bytes but '/' and NUL; compare them as treeview prints them, lossily.
     let bytes = std::fs::read(root().join("tests/fixtures").join(format!("{name}.{ext}")))
         .unwrap_or_default();
     String::from_utf8_lossy(&bytes).into_owned()

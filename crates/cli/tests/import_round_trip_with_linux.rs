@@ -19,7 +19,7 @@ use uf2fs_testkit::{
     kernel_f2fs, linux_view, run, scratch, view, TreeSpec,
 };
 
-/// Every treesum field.
+/// Every treeview field.
 const FIELDS: &str = "type,mode,uid,gid,size,mtime,hash,target,links,xattr,rdev";
 
 fn uf2fs(args: &[&std::ffi::OsStr]) -> String {
@@ -72,7 +72,7 @@ mkdir /mnt/linux-dir && mv /mnt/bigdir /mnt/linux-dir/moved
 rm -f /mnt/empty-dir/../fifo
 i=0; while [ $i -lt 50 ]; do echo $i > /mnt/linux-dir/f$i; i=$((i+1)); done
 sync
-$PAYLOAD/treesum -f type,mode,uid,gid,size,mtime,hash,target,links,xattr,rdev /mnt | sort > $OUT/view.txt
+$PAYLOAD/treeview -f type,mode,uid,gid,size,mtime,hash,target,links,xattr,rdev /mnt | sort > $OUT/view.txt
 "#;
 
 fn round_trip(name: &str, mkfs_args: &[&str]) {

@@ -1,4 +1,4 @@
-//! Linux 6.1 (../shared/tools/kernel-f2fs) mounts what `uf2fs mkfs` made, with no F2FS
+//! Linux 6.1 (tools/linux-f2fs) mounts what `uf2fs mkfs` made, with no F2FS
 //! complaint in dmesg, writes a tree into it and unmounts; fsck.f2fs finds the result clean,
 //! and `uf2fs extract` gives exactly the tree Linux showed.
 
@@ -24,11 +24,11 @@ ln -s hello.txt d/link
 ln d/hello.txt e/hard
 i=0; while [ $i -lt 300 ]; do echo $i > e/file_$i; i=$((i+1)); done
 mknod d/null c 1 3; mkfifo d/fifo
-$PAYLOAD/treesum --setxattr d/hello.txt user.note 6869
+$PAYLOAD/treeview --setxattr d/hello.txt user.note 6869
 chown 1000:1000 d/mid; chmod 640 d/mid
 rm e/file_7 e/file_8
 sync
-$PAYLOAD/treesum /mnt | sort > $OUT/view.txt
+$PAYLOAD/treeview /mnt | sort > $OUT/view.txt
 "#;
 
 fn mkfs_write_in_linux_read_back(name: &str, size: &str, args: &[&str]) {

@@ -35,7 +35,7 @@ use uf2fs_testkit::{
     scratch, try_run, view, KernelRun, Mount,
 };
 
-/// Every treesum field.
+/// Every treeview field.
 const FIELDS: &str = "type,mode,uid,gid,size,mtime,hash,target,links,xattr,rdev";
 
 /// The guest side of the crash: `tests/images/fsync-crash-job.sh`.
@@ -48,7 +48,7 @@ const CHECK_JOB: &str = r#"
 set -e
 sha256sum -c $PAYLOAD/sha256.txt
 find . -type f | sed 's|^\./||' | sort > $OUT/files.txt
-$PAYLOAD/treesum -f type,mode,uid,gid,size,mtime,hash,target,links,xattr,rdev /mnt | sort > $OUT/view.txt
+$PAYLOAD/treeview -f type,mode,uid,gid,size,mtime,hash,target,links,xattr,rdev /mnt | sort > $OUT/view.txt
 "#;
 
 /// Regular files after the crash and recovery, on both sides: the checkpointed base that was
@@ -156,7 +156,7 @@ fn regular_files(dir: &Path) -> Vec<String> {
     v
 }
 
-/// A treesum view with the mtime of directories blanked: a directory that roll-forward adds
+/// A treeview view with the mtime of directories blanked: a directory that roll-forward adds
 /// an entry to gets the time of the recovery (Linux 6.1 does this), not a time from before the
 /// crash, so only files' mtimes can be compared across a recovery.
 fn without_dir_mtimes(view: &[String]) -> Vec<String> {

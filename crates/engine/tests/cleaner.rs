@@ -114,8 +114,8 @@ fn sections_of_several_segments_are_cleaned_whole() {
 
 #[test]
 fn the_benchmark_geometry_runs_at_ninety_percent() {
-    // 512 MiB at 5% overprovision, one file at 90% of the user space (the README's
-    // kernel-f2fs example).
+    // 512 MiB at 5% overprovision, one file at 90% of the user space (the quick run of
+    // scripts/bench-gc.sh).
     rewrite_nearly_full("gc-512", 512, Some(5.0), 1, 90, 2, 0);
 }
 

@@ -18,7 +18,7 @@
 //! the crash image is (a) mounted read-write (`Fs::with_device_rw`; roll-forward recovery
 //! happens here), which must succeed, and what it shows is judged; (b) unmounted, which writes
 //! a checkpoint, then mounted read-only: `Fs::check` must find nothing, fsck.f2fs (through
-//! `../shared/tools/f2fs-check`) must be clean, and what it shows is judged again. Judging
+//! `tools/f2fs-verdict`) must be clean, and what it shows is judged again. Judging
 //! (c): every tracked path shows the version its last acknowledgement before the crash point
 //! named, or a later version whose operation began before the crash point; with no
 //! acknowledgement, any version begun before it. fdatasync acknowledges bytes, not xattrs.

@@ -15,14 +15,14 @@
 //! - *in the middle of a checkpoint*: everything but its trailing block landed;
 //! - *the end of the log*: every fsync complete, no checkpoint since the large write.
 //!
-//! Each image (one Linux boot each, ~15 s: kernel-f2fs takes one image per boot) is judged:
+//! Each image (one Linux boot each, ~15 s: linux-f2fs takes one image per boot) is judged:
 //! - Linux mounts it (its roll-forward runs) with no F2FS complaint in dmesg, and the job
 //!   lists the tree and sha256sums every regular file (busybox only);
 //! - every path shows, in Linux, the version its last acknowledgement before the crash point
 //!   named or a later one begun before the crash point, and no name the model never made
 //!   (the rule of `crash_consistency.rs`, on bytes: busybox shows no xattrs, and these
 //!   workloads set none);
-//! - after Linux's unmount, fsck.f2fs (`../shared/tools/f2fs-check`) finds the image clean,
+//! - after Linux's unmount, fsck.f2fs (`tools/f2fs-verdict`) finds the image clean,
 //!   and uf2fs reads it (read-only) with the same view as Linux;
 //! - the differential test: uf2fs, mounting the same crash image read-write (its own
 //!   recovery), passes the model's judge and shows the same names, types and sha256 per file

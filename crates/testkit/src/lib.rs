@@ -1,7 +1,8 @@
 //! Test and benchmark support. Builds real images with Debian's `mkfs.f2fs` and `sload.f2fs`
-//! from seeded source trees, and compares trees with `../shared/tools/treesum` (built static
-//! once per target dir). Panics with a clear message when a judge is missing: tests need
-//! `scripts/setup.sh` to have run.
+//! from seeded source trees, and calls the repository's own judges in `tools/`: `treeview`
+//! (tree views, built static once per target dir), `f2fs-verdict` (fsck.f2fs's verdict) and
+//! `linux-f2fs` (Linux's F2FS under qemu). Panics with a clear message when a judge cannot
+//! run: tests need `scripts/setup.sh` to have run.
 
 use std::fs;
 use std::io::Write;
@@ -17,9 +18,9 @@ pub fn root() -> PathBuf {
         .unwrap_or_else(|_| PathBuf::from("."))
 }
 
-/// `../shared/tools` beside the checkout.
-pub fn shared_tools() -> PathBuf {
-    root().join("../shared/tools")
+/// The repository's judges: `tools/` at the workspace root.
+pub fn tools() -> PathBuf {
+    root().join("tools")
 }
 
 /// A fresh scratch directory under target/, unique to this call.
@@ -67,13 +68,13 @@ pub fn run(cmd: &mut Command) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-/// The static treesum binary, built once.
-pub fn treesum() -> PathBuf {
-    static_bin("treesum", &shared_tools().join("treesum.c"))
+/// The static treeview binary (tools/treeview.c), built once.
+pub fn treeview() -> PathBuf {
+    static_bin("treeview", &tools().join("treeview.c"))
 }
 
 /// A static helper from `tests/images/NAME.c` (such as `shutdown`), built once per target dir:
-/// the same binary runs in the kernel-f2fs guest and on the host.
+/// the same binary runs in the linux-f2fs guest and on the host.
 pub fn image_helper(name: &str) -> PathBuf {
     static_bin(name, &root().join("tests/images").join(format!("{name}.c")))
 }
@@ -100,9 +101,9 @@ fn static_bin(name: &str, src: &Path) -> PathBuf {
     bin
 }
 
-/// Sorted treesum lines of `dir` with `fields` (None: all default fields).
+/// Sorted treeview lines of `dir` with `fields` (None: all default fields).
 pub fn view(dir: &Path, fields: Option<&str>) -> Vec<String> {
-    let mut c = Command::new(treesum());
+    let mut c = Command::new(treeview());
     if let Some(f) = fields {
         c.args(["-f", f]);
     }
@@ -304,12 +305,7 @@ pub fn mkfs_sload(img: &Path, size_mb: u64, features: &str, src: &Path) -> Strin
     out + &err
 }
 
-/// Runs `../shared/tools/f2fs-check` and panics unless the image is clean.
-///
-/// f2fs-check's error pattern `rror` also matches the word "mirror" in fsck.f2fs's
-/// "Info: Duplicate valid checkpoint to mirror position" line, which is printed for every image
-/// whose second checkpoint pack is older (fresh mkfs images, for one). A verdict whose only
-/// flagged lines are that one is taken as clean; any other line still fails.
+/// Runs `tools/f2fs-verdict` and panics unless the image is clean.
 pub fn assert_fsck_clean(img: &Path) {
     let (clean, report) = fsck_f2fs(img);
     assert!(
@@ -319,23 +315,26 @@ pub fn assert_fsck_clean(img: &Path) {
     );
 }
 
-/// fsck.f2fs's verdict (through f2fs-check, the "mirror" false positive set aside) and its
-/// report.
+/// fsck.f2fs's verdict on `img` through `tools/f2fs-verdict` (true: clean) and its report.
+/// Panics when there is no verdict (fsck.f2fs missing, image unreadable).
 pub fn fsck_f2fs(img: &Path) -> (bool, String) {
-    let (ok, out, err) = try_run(Command::new(shared_tools().join("f2fs-check")).arg(img));
-    if ok {
-        return (true, out);
+    let out = Command::new(tools().join("f2fs-verdict"))
+        .arg(img)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run tools/f2fs-verdict: {e}"));
+    let report = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    match out.status.code() {
+        Some(0) => (true, report),
+        Some(1) => (false, report),
+        _ => panic!(
+            "tools/f2fs-verdict gave no verdict on {} (did scripts/setup.sh run?):\n{report}",
+            img.display()
+        ),
     }
-    let flagged: Vec<&str> = out
-        .lines()
-        .skip(1)
-        .filter(|l| !l.trim().is_empty())
-        .collect();
-    let only_mirror = !flagged.is_empty()
-        && flagged
-            .iter()
-            .all(|l| l.starts_with("Info: Duplicate valid checkpoint to mirror position"));
-    (only_mirror, format!("{out}\n{err}"))
 }
 
 /// Decompresses a `.img.gz` fixture from tests/fixtures into `dest`.
@@ -367,7 +366,7 @@ pub fn fixtures() -> Vec<String> {
     v
 }
 
-/// What a kernel-f2fs run left: the job's exit code, its log, dmesg, and $OUT's files.
+/// What a linux-f2fs run left: the job's exit code, its log, dmesg, and $OUT's files.
 pub struct KernelRun {
     pub exit: i32,
     pub out: PathBuf,
@@ -400,8 +399,8 @@ impl KernelRun {
     }
 }
 
-/// Runs `job` (busybox sh, in /mnt) on `img` under Linux through ../shared/tools/kernel-f2fs,
-/// with the static treesum in `$PAYLOAD`.
+/// Runs `job` (busybox sh, in /mnt) on `img` under Linux through `tools/linux-f2fs`, with the
+/// static treeview in `$PAYLOAD`.
 pub fn kernel_f2fs(img: &Path, job: &str, work: &Path) -> KernelRun {
     kernel_f2fs_with(img, job, work, &[])
 }
@@ -411,7 +410,7 @@ pub fn kernel_f2fs(img: &Path, job: &str, work: &Path) -> KernelRun {
 pub fn kernel_f2fs_with(img: &Path, job: &str, work: &Path, payload_files: &[&Path]) -> KernelRun {
     let payload = work.join("payload");
     fs::create_dir_all(&payload).expect("payload dir");
-    fs::copy(treesum(), payload.join("treesum")).expect("copy treesum");
+    fs::copy(treeview(), payload.join("treeview")).expect("copy treeview");
     for f in payload_files {
         let name = f.file_name().expect("payload file name");
         fs::copy(f, payload.join(name)).unwrap_or_else(|e| panic!("payload {}: {e}", f.display()));
@@ -420,7 +419,7 @@ pub fn kernel_f2fs_with(img: &Path, job: &str, work: &Path, payload_files: &[&Pa
     fs::write(&job_path, job).expect("job");
     let out = work.join("kernel-out");
     let (_, stdout, stderr) = try_run(
-        Command::new(shared_tools().join("kernel-f2fs"))
+        Command::new(tools().join("linux-f2fs"))
             .arg("--out")
             .arg(&out)
             .arg("--payload")
@@ -436,7 +435,7 @@ pub fn kernel_f2fs_with(img: &Path, job: &str, work: &Path, payload_files: &[&Pa
     let exit = read("exit_code")
         .trim()
         .parse()
-        .unwrap_or_else(|_| panic!("kernel-f2fs gave no exit code:\n{stdout}\n{stderr}"));
+        .unwrap_or_else(|_| panic!("linux-f2fs gave no exit code:\n{stdout}\n{stderr}"));
     KernelRun {
         exit,
         job_log: read("job.log"),
@@ -515,12 +514,12 @@ impl Drop for Mount {
     }
 }
 
-/// Linux's view of the whole image (every treesum field, sorted), after checking that the job
+/// Linux's view of the whole image (every treeview field, sorted), after checking that the job
 /// ran and that the kernel's F2FS complained of nothing.
 pub fn linux_view(img: &Path, work: &Path) -> Vec<String> {
     let k = kernel_f2fs(
         img,
-        "set -e\n$PAYLOAD/treesum -f type,mode,uid,gid,size,mtime,hash,target,links,xattr,rdev /mnt | sort > $OUT/view.txt\n",
+        "set -e\n$PAYLOAD/treeview -f type,mode,uid,gid,size,mtime,hash,target,links,xattr,rdev /mnt | sort > $OUT/view.txt\n",
         work,
     );
     assert_eq!(k.exit, 0, "Linux read job: {}", k.job_log);
