@@ -29,8 +29,8 @@
 //! pick under each policy and of an update, from 10^3 to 10^6 sections (see
 //! `victim_pick.rs`).
 
-mod io;
 mod greedy;
+mod io;
 mod victim_pick;
 
 use clap::{Parser, Subcommand};
