@@ -626,3 +626,68 @@ fn a_write_by_someone_outside_the_group_drops_set_group_id() {
     fsck_both(&img);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A directory holding one inode that cannot be read (its node block names another node) is
+/// still listed whole through the mount, where READDIRPLUS hands out attributes with the
+/// names: the damaged entry is there, a stat of it fails with EIO, and its neighbours read.
+#[test]
+fn a_damaged_inode_is_listed_and_only_its_own_stat_fails() {
+    let dir = scratch("mount-damaged");
+    let img = dir.join("img");
+    mkfs(&img, "64M");
+    let s = img.as_os_str();
+    uf2fs(&["mkdir".as_ref(), s, "/d".as_ref()]);
+    for name in ["a", "b", "c"] {
+        let host = dir.join(name);
+        std::fs::write(&host, format!("contents of {name}\n")).unwrap();
+        uf2fs(&[
+            "put".as_ref(),
+            s,
+            host.as_os_str(),
+            format!("/d/{name}").as_ref(),
+        ]);
+    }
+    let stat: serde_json::Value = serde_json::from_str(&uf2fs(&[
+        "stat".as_ref(),
+        "--json".as_ref(),
+        s,
+        "/d/b".as_ref(),
+    ]))
+    .unwrap();
+    let ino = u32::try_from(stat["attr"]["ino"].as_u64().unwrap()).unwrap();
+    // Every copy of b's inode block (footer: nid at 4072, ino at 4076) now names another nid.
+    let mut bytes = std::fs::read(&img).unwrap();
+    let mut damaged = 0;
+    for block in bytes.chunks_exact_mut(4096) {
+        let word = |b: &[u8], at: usize| u32::from_le_bytes(b[at..at + 4].try_into().unwrap());
+        if word(block, 4072) == ino && word(block, 4076) == ino {
+            block[4072..4076].copy_from_slice(&(ino + 1000).to_le_bytes());
+            damaged += 1;
+        }
+    }
+    assert!(damaged > 0, "b's inode block was not found");
+    std::fs::write(&img, &bytes).unwrap();
+
+    let m = Mount::new(&bin(), &img, &dir.join("mnt"), &["ro"]);
+    let d = m.dir.join("d");
+    let mut names: Vec<String> = std::fs::read_dir(&d)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        ["a", "b", "c"],
+        "the listing of a directory with a damaged entry"
+    );
+    let e = std::fs::metadata(d.join("b")).unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(5), "stat of the damaged inode: {e}");
+    for name in ["a", "c"] {
+        assert_eq!(
+            std::fs::read_to_string(d.join(name)).unwrap(),
+            format!("contents of {name}\n")
+        );
+    }
+    m.umount();
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -8,8 +8,9 @@
 use fuser::{
     AccessFlags, CopyFileRangeFlags, Errno, FileAttr, FileHandle, FileType as FuseType, Filesystem,
     FopenFlags, Generation, INodeNo, InitFlags, KernelConfig, LockOwner, Notifier, OpenFlags,
-    RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry,
-    ReplyLseek, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
+    RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty,
+    ReplyEntry, ReplyLseek, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow,
+    WriteFlags,
 };
 use std::collections::HashMap;
 use std::ffi::OsStr;
@@ -235,6 +236,26 @@ impl Volume {
         Ok(Arc::new(out))
     }
 
+    /// The listing a READDIR(PLUS) at `offset` reads: the one taken at opendir, or, for a
+    /// read from the start (a rewind), the directory as it is now.
+    fn listing_for(&self, ino: INodeNo, fh: FileHandle, offset: u64) -> Result<Listing, Errno> {
+        let cached = self
+            .listings
+            .lock()
+            .ok()
+            .and_then(|m| m.get(&fh.0).cloned());
+        match cached {
+            Some(l) if offset != 0 => Ok(l),
+            _ => {
+                let l = self.listing(self.nid(ino))?;
+                if let Ok(mut m) = self.listings.lock() {
+                    m.insert(fh.0, l.clone());
+                }
+                Ok(l)
+            }
+        }
+    }
+
     /// A read of `nid`: its access time moves as the atime policy says (the kernel's rules;
     /// the change goes out with the next checkpoint, like any inode change).
     fn accessed(&self, nid: u32) {
@@ -336,6 +357,28 @@ fn to_fuse_attr(a: &Attr) -> FileAttr {
     }
 }
 
+/// Attributes for an entry whose inode cannot be read: its number and type, nothing else
+/// (given with a zero lifetime, so nothing is decided on them).
+fn unreadable_attr(nid: u32, kind: FuseType) -> FileAttr {
+    FileAttr {
+        ino: INodeNo(nid.into()),
+        size: 0,
+        blocks: 0,
+        atime: UNIX_EPOCH,
+        mtime: UNIX_EPOCH,
+        ctime: UNIX_EPOCH,
+        crtime: UNIX_EPOCH,
+        kind,
+        perm: 0,
+        nlink: 1,
+        uid: 0,
+        gid: 0,
+        rdev: 0,
+        blksize: 4096,
+        flags: 0,
+    }
+}
+
 impl Filesystem for Volume {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
         // Both are upper bounds the kernel may lower; what it grants is what it uses.
@@ -349,6 +392,8 @@ impl Filesystem for Volume {
             InitFlags::FUSE_POSIX_ACL,
             InitFlags::FUSE_DONT_MASK,
             InitFlags::FUSE_EXPORT_SUPPORT,
+            InitFlags::FUSE_DO_READDIRPLUS,
+            InitFlags::FUSE_READDIRPLUS_AUTO,
         ] {
             if config.add_capabilities(flag).is_err() {
                 tracing::info!("the kernel does not offer {flag:?}");
@@ -713,24 +758,9 @@ impl Filesystem for Volume {
         offset: u64,
         mut reply: ReplyDirectory,
     ) {
-        let nid = self.nid(ino);
-        let cached = self
-            .listings
-            .lock()
-            .ok()
-            .and_then(|m| m.get(&fh.0).cloned());
-        // A read from the start (a rewind) sees the directory as it is now.
-        let listing = match cached {
-            Some(l) if offset != 0 => l,
-            _ => match self.listing(nid) {
-                Ok(l) => {
-                    if let Ok(mut m) = self.listings.lock() {
-                        m.insert(fh.0, l.clone());
-                    }
-                    l
-                }
-                Err(e) => return reply.error(e),
-            },
+        let listing = match self.listing_for(ino, fh, offset) {
+            Ok(l) => l,
+            Err(e) => return reply.error(e),
         };
         for (i, (name, ino, t)) in listing.iter().enumerate().skip(offset as usize) {
             if reply.add(
@@ -738,6 +768,52 @@ impl Filesystem for Volume {
                 i as u64 + 1,
                 *t,
                 OsStr::from_bytes(name),
+            ) {
+                break;
+            }
+        }
+        reply.ok();
+    }
+
+    /// READDIR and a LOOKUP of every entry in one request: `ls -l`, `find | xargs stat` and
+    /// `rm -rf` then find names and attributes in the kernel's caches instead of asking for
+    /// each. The kernel counts a lookup for each entry but "." and "..", as for LOOKUP.
+    fn readdirplus(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectoryPlus,
+    ) {
+        let listing = match self.listing_for(ino, fh, offset) {
+            Ok(l) => l,
+            Err(e) => return reply.error(e),
+        };
+        let dir = self.nid(ino);
+        for (i, (name, nid, kind)) in listing.iter().enumerate().skip(offset as usize) {
+            let (mut fattr, generation, ttl) = match self.fs.getattr_shared(*nid) {
+                Ok(a) => (to_fuse_attr(&a), a.generation, TTL),
+                // Gone since the listing was taken (unlinked by someone else): as a later
+                // readdir would, leave it out.
+                Err(uf2fs_engine::Error::NotFound) => continue,
+                // An inode that cannot be read (damage) is still listed, as READDIR lists it,
+                // with attributes that expire at once: a stat of it asks again and gets the
+                // error. One bad inode must not hide its whole directory.
+                Err(_) => (unreadable_attr(*nid, *kind), 0, Duration::ZERO),
+            };
+            if *nid == self.fs.root_ino() && (name.as_slice() == b".." || dir == *nid) {
+                // The root is FUSE's node 1 ("." and ".." are not looked up by the kernel,
+                // but their attributes must not name a second root).
+                fattr.ino = INodeNo(1);
+            }
+            if reply.add(
+                fattr.ino,
+                i as u64 + 1,
+                OsStr::from_bytes(name),
+                &ttl,
+                &fattr,
+                Generation(generation.into()),
             ) {
                 break;
             }
