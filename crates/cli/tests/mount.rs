@@ -691,3 +691,77 @@ fn a_damaged_inode_is_listed_and_only_its_own_stat_fails() {
     m.umount();
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Files keep the kernel's page cache across opens (`FOPEN_KEEP_CACHE`): a read after a
+/// reopen must still see every change made through the mount since, whatever made it.
+#[test]
+fn reads_after_a_reopen_see_every_change_made_through_the_mount() {
+    use std::io::{Read, Seek, SeekFrom, Write};
+    use std::os::unix::fs::FileExt;
+    let dir = scratch("mount-keep-cache");
+    let img = dir.join("img");
+    mkfs(&img, "64M");
+    let m = Mount::new(&bin(), &img, &dir.join("mnt"), &[]);
+    let f = m.dir.join("f");
+    let read_all = || {
+        let mut v = Vec::new();
+        std::fs::File::open(&f)
+            .unwrap()
+            .read_to_end(&mut v)
+            .unwrap();
+        v
+    };
+    let mut want: Vec<u8> = (0..3 * 65536u32).map(|i| (i % 251) as u8).collect();
+    std::fs::write(&f, &want).unwrap();
+    assert_eq!(read_all(), want, "first read (fills the cache)");
+
+    // An overwrite through another descriptor.
+    let w = std::fs::OpenOptions::new().write(true).open(&f).unwrap();
+    w.write_all_at(b"overwritten", 70000).unwrap();
+    want[70000..70011].copy_from_slice(b"overwritten");
+    drop(w);
+    assert_eq!(read_all(), want, "after an overwrite");
+
+    // A punched hole.
+    let w = std::fs::OpenOptions::new().write(true).open(&f).unwrap();
+    rustix::fs::fallocate(
+        &w,
+        rustix::fs::FallocateFlags::PUNCH_HOLE | rustix::fs::FallocateFlags::KEEP_SIZE,
+        4096,
+        8192,
+    )
+    .unwrap();
+    want[4096..12288].fill(0);
+    drop(w);
+    assert_eq!(read_all(), want, "after a punched hole");
+
+    // copy_file_range from another file into the middle.
+    let g = m.dir.join("g");
+    std::fs::write(&g, vec![0xeeu8; 5000]).unwrap();
+    let src = std::fs::File::open(&g).unwrap();
+    let dst = std::fs::OpenOptions::new().write(true).open(&f).unwrap();
+    let (mut so, mut doff) = (0u64, 100_000u64);
+    let n = rustix::fs::copy_file_range(&src, Some(&mut so), &dst, Some(&mut doff), 5000).unwrap();
+    assert_eq!(n, 5000);
+    want[100_000..105_000].fill(0xee);
+    drop((src, dst));
+    assert_eq!(read_all(), want, "after copy_file_range");
+
+    // Truncation down and up again, and an append.
+    let mut w = std::fs::OpenOptions::new().write(true).open(&f).unwrap();
+    w.set_len(50_000).unwrap();
+    w.set_len(60_000).unwrap();
+    want.truncate(50_000);
+    want.resize(60_000, 0);
+    w.seek(SeekFrom::End(0)).unwrap();
+    w.write_all(b"tail").unwrap();
+    want.extend_from_slice(b"tail");
+    drop(w);
+    assert_eq!(read_all(), want, "after truncate and append");
+
+    // A rename over it: the name now reads the other file.
+    std::fs::rename(&g, &f).unwrap();
+    assert_eq!(read_all(), vec![0xeeu8; 5000], "after a rename over it");
+    m.umount();
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -643,7 +643,14 @@ impl Filesystem for Volume {
                 Err(Error::NotFound) => return reply.error(Errno::ENOENT),
                 Err(_) => false,
             };
-        reply.opened(FileHandle(if held { HELD } else { 0 }), FopenFlags::empty());
+        // Every change to a file's bytes comes through this mount, where the kernel keeps
+        // its page cache in step (write-through writes fill it, truncate, fallocate and
+        // copy_file_range drop what they change); the cleaner moves blocks without changing
+        // bytes. So an unchanged file keeps its cached pages across opens.
+        reply.opened(
+            FileHandle(if held { HELD } else { 0 }),
+            FopenFlags::FOPEN_KEEP_CACHE,
+        );
     }
 
     fn read(
@@ -961,7 +968,7 @@ impl Filesystem for Volume {
                     &to_fuse_attr(&a),
                     Generation(a.generation.into()),
                     FileHandle(if held { HELD } else { 0 }),
-                    FopenFlags::empty(),
+                    FopenFlags::FOPEN_KEEP_CACHE,
                 );
             }
             Err(e) => reply.error(e),
