@@ -24,8 +24,6 @@ use uf2fs_format::superblock::{feature, Superblock};
 use uf2fs_format::xattr::Xattr;
 use uf2fs_format::{CorruptKind, BLOCK_SIZE};
 
-/// Inodes kept parsed in memory at most.
-const INODE_CACHE: usize = 8192;
 /// Symbolic links followed while resolving one path, as Linux allows.
 const MAX_SYMLINK_FOLLOWS: u32 = 40;
 
@@ -230,6 +228,7 @@ impl Fs {
             nat,
             nodes: Nodes::new(),
             inodes: Mutex::new(HashMap::new()),
+            inode_cap: Options::default().cache_split().2,
             inode_epoch: std::sync::atomic::AtomicU64::new(0),
             sit_journal: m.sit_journal,
             orphans: m.orphans,
@@ -397,6 +396,10 @@ impl Fs {
     /// Sets how new files are laid out from now on.
     pub fn set_options(&mut self, options: Options) {
         self.vol.options = options;
+        let (nodes, nat, inodes) = options.cache_split();
+        self.vol.nodes.set_cache_cap(nodes);
+        self.vol.nat.set_cache_cap(nat);
+        self.vol.inode_cap = inodes;
     }
 
     pub fn options(&self) -> Options {
@@ -458,7 +461,7 @@ impl Fs {
         let inode = Arc::new(Inode::parse(&block, ino, &self.vol.sb)?);
         if let Ok(mut c) = self.vol.inodes.lock() {
             if self.vol.inode_epoch.load(Ordering::Acquire) == epoch {
-                if c.len() >= INODE_CACHE {
+                if c.len() >= self.vol.inode_cap {
                     c.clear();
                 }
                 c.insert(ino, inode.clone());

@@ -39,7 +39,7 @@ pub use space::sit::SegmentUsage;
 pub use space::Policy as GcPolicy;
 pub use status::{CheckpointStats, IoStats, Status};
 pub use uf2fs_format::geometry::Geometry;
-pub use vol::{BackgroundGc, Extent, Fs, FsyncMode, Options};
+pub use vol::{BackgroundGc, Extent, Fs, FsyncMode, Options, DEFAULT_CACHE_BYTES, MIN_CACHE_BYTES};
 
 pub use uf2fs_device;
 pub use uf2fs_format::inode::{FileType, Inode, Time};

@@ -24,6 +24,8 @@ pub(crate) struct Vol {
     pub nat: Nat,
     pub nodes: Nodes,
     pub(crate) inodes: Mutex<HashMap<u32, Arc<Inode>>>,
+    /// Parsed inodes kept at most (from `Options::cache_bytes`).
+    pub(crate) inode_cap: usize,
     /// Moves (under the `inodes` lock) whenever an inode changes, so that a reader that
     /// fetched a block before the change does not cache it after.
     pub(crate) inode_epoch: std::sync::atomic::AtomicU64,
@@ -105,7 +107,17 @@ pub struct Options {
     pub gc_node_penalty: bool,
     /// Whether the daemon cleans ahead of need (`background_gc`).
     pub background_gc: BackgroundGc,
+    /// The most memory the clean caches (node and NAT blocks, parsed inodes) take, in bytes
+    /// (`cache_size`): half to node blocks, a quarter each to NAT blocks and inodes.
+    pub cache_bytes: u64,
 }
+
+/// The caches' default bound: 64 MiB, for a small machine.
+pub const DEFAULT_CACHE_BYTES: u64 = 64 << 20;
+/// The smallest bound `cache_size` accepts.
+pub const MIN_CACHE_BYTES: u64 = 4 << 20;
+/// Memory one cached inode takes (its block and the parse), for the inode cache's share.
+const INODE_CACHE_ENTRY_BYTES: u64 = 4608;
 
 /// The kernel's `background_gc`: whether a thread cleans ahead of need.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -142,7 +154,21 @@ impl Default for Options {
             gc_policy: crate::space::Policy::CostBenefit,
             gc_node_penalty: true,
             background_gc: BackgroundGc::On,
+            cache_bytes: DEFAULT_CACHE_BYTES,
         }
+    }
+}
+
+impl Options {
+    /// The caches' sizes this bound gives: (node blocks, NAT blocks, inodes).
+    pub(crate) fn cache_split(&self) -> (usize, usize, usize) {
+        let bytes = self.cache_bytes.max(MIN_CACHE_BYTES);
+        let block = uf2fs_format::BLOCK_SIZE as u64;
+        (
+            (bytes / 2 / block) as usize,
+            (bytes / 4 / block) as usize,
+            (bytes / 4 / INODE_CACHE_ENTRY_BYTES) as usize,
+        )
     }
 }
 

@@ -106,6 +106,7 @@ pub fn serve(
         gc_policy: opts.gc_policy,
         gc_node_penalty: opts.gc_node_penalty,
         background_gc: opts.background_gc,
+        cache_bytes: opts.cache_bytes,
     });
     let fs = Arc::new(fs);
     let paths = control_paths(&mountpoint)?;

@@ -68,6 +68,8 @@ pub struct MountOptions {
     pub inline_xattr: bool,
     pub atime: Atime,
     pub log: LogChoice,
+    /// The bound on the daemon's clean caches, in bytes (`cache_size=SIZE`, e.g. 64M).
+    pub cache_bytes: u64,
     /// Generic flags passed on to the kernel's mount (nodev, nosuid, noexec, noatime...).
     pub flags: Vec<String>,
 }
@@ -90,6 +92,7 @@ impl Default for MountOptions {
             inline_xattr: true,
             atime: Atime::Relatime,
             log: LogChoice::Auto,
+            cache_bytes: uf2fs_engine::DEFAULT_CACHE_BYTES,
             flags: Vec::new(),
         }
     }
@@ -178,6 +181,18 @@ impl MountOptions {
                     _ => return bad_value(v, "auto, journald, syslog, file"),
                 }
             }
+            ("cache_size", Some(v)) => {
+                self.cache_bytes = match parse_size(v) {
+                    Some(b) if b >= uf2fs_engine::MIN_CACHE_BYTES => b,
+                    Some(_) => {
+                        return Err(format!(
+                            "cache_size={v} is too small (at least {}M)",
+                            uf2fs_engine::MIN_CACHE_BYTES >> 20
+                        ))
+                    }
+                    None => return bad_value(v, "a size such as 16M, 256M or 1G"),
+                }
+            }
             ("checkpoint_merge", None) => self.checkpoint_merge = true,
             ("nocheckpoint_merge", None) => self.checkpoint_merge = false,
             ("mode", Some(v)) => {
@@ -227,13 +242,25 @@ impl MountOptions {
                 Some(_),
             ) => return Err(format!("mount option {key} takes no value")),
             (
-                "background_gc" | "mode" | "fsync_mode" | "gc_policy" | "gc_node_penalty" | "log",
+                "background_gc" | "mode" | "fsync_mode" | "gc_policy" | "gc_node_penalty" | "log"
+                | "cache_size",
                 None,
             ) => return Err(format!("mount option {key} needs a value ({key}=...)")),
             _ => return Err(format!("unknown mount option '{opt}'")),
         }
         Ok(())
     }
+}
+
+/// A size with an optional K, M or G suffix (powers of 1024); plain digits are bytes.
+fn parse_size(v: &str) -> Option<u64> {
+    let (digits, shift) = match v.as_bytes().last()? {
+        b'k' | b'K' => (&v[..v.len() - 1], 10),
+        b'm' | b'M' => (&v[..v.len() - 1], 20),
+        b'g' | b'G' => (&v[..v.len() - 1], 30),
+        _ => (v, 0),
+    };
+    digits.parse::<u64>().ok()?.checked_mul(1 << shift)
 }
 
 #[cfg(test)]
@@ -282,5 +309,23 @@ mod tests {
             let e = MountOptions::parse(&[opt]).unwrap_err();
             assert!(e.contains(says), "{opt}: {e}");
         }
+    }
+
+    #[test]
+    fn cache_size_takes_a_size_and_refuses_too_little() {
+        assert_eq!(
+            MountOptions::parse::<&str>(&[]).unwrap().cache_bytes,
+            uf2fs_engine::DEFAULT_CACHE_BYTES
+        );
+        for (v, bytes) in [("16M", 16u64 << 20), ("1g", 1 << 30), ("8388608", 8 << 20)] {
+            let o = MountOptions::parse(&[format!("cache_size={v}")]).unwrap();
+            assert_eq!(o.cache_bytes, bytes, "{v}");
+        }
+        let e = MountOptions::parse(&["cache_size=1M"]).unwrap_err();
+        assert!(e.contains("too small"), "{e}");
+        let e = MountOptions::parse(&["cache_size=lots"]).unwrap_err();
+        assert!(e.contains("cache_size"), "{e}");
+        let e = MountOptions::parse(&["cache_size"]).unwrap_err();
+        assert!(e.contains("needs a value"), "{e}");
     }
 }

@@ -17,11 +17,10 @@ use uf2fs_device::{BlockDevice, IoCause};
 use uf2fs_format::node::Footer;
 use uf2fs_format::{Block, CorruptKind};
 
-/// Node blocks kept in memory at most (16 MiB).
-const NODE_CACHE_BLOCKS: usize = 4096;
-
 pub(crate) struct Nodes {
     cache: Mutex<HashMap<u32, Arc<Block>>>,
+    /// Clean node blocks kept in memory at most (`Options::cache_bytes`).
+    cache_cap: usize,
     /// Moves (under the `cache` lock) whenever a node changes, so that a reader that fetched
     /// a block from the device before the change does not cache it after.
     epoch: std::sync::atomic::AtomicU64,
@@ -44,10 +43,17 @@ impl Nodes {
     pub fn new() -> Nodes {
         Nodes {
             cache: Mutex::new(HashMap::new()),
+            cache_cap: crate::vol::Options::default().cache_split().0,
             epoch: std::sync::atomic::AtomicU64::new(0),
             dirty: Mutex::new(BTreeMap::new()),
             gc_only: Mutex::new(std::collections::HashSet::new()),
         }
+    }
+
+    /// Bounds the cache of clean node blocks (dirty ones are bounded by the checkpoint's
+    /// dirty-node budget, not here).
+    pub fn set_cache_cap(&mut self, blocks: usize) {
+        self.cache_cap = blocks.max(1);
     }
 
     /// Keeps a changed node until the next checkpoint.
@@ -229,7 +235,7 @@ impl Nodes {
                 check_footer(&b, nid, blkaddr, expect)?;
                 if let Ok(mut c) = self.cache.lock() {
                     if self.epoch.load(std::sync::atomic::Ordering::Acquire) == epoch {
-                        if c.len() >= NODE_CACHE_BLOCKS {
+                        if c.len() >= self.cache_cap {
                             c.clear();
                         }
                         c.insert(nid, b.clone());

@@ -22,8 +22,6 @@ use uf2fs_format::superblock::Layout;
 use uf2fs_format::{Block, CorruptKind};
 use zerocopy::{FromZeros, IntoBytes};
 
-/// NAT blocks kept in memory at most (16 MiB).
-const NAT_CACHE_BLOCKS: usize = 4096;
 const PER_BLOCK: u32 = NAT_ENTRIES_PER_BLOCK as u32;
 
 struct Inner {
@@ -52,6 +50,8 @@ pub(crate) type NatBlocks = Vec<(u64, Block)>;
 pub(crate) struct Nat {
     layout: Layout,
     inner: Mutex<Inner>,
+    /// Clean NAT blocks kept in memory at most (`Options::cache_bytes`).
+    cache_cap: usize,
 }
 
 fn poisoned() -> Error {
@@ -59,6 +59,12 @@ fn poisoned() -> Error {
 }
 
 impl Nat {
+    /// Bounds the cache of clean NAT blocks (pinned ones are not counted: a checkpoint
+    /// holds them until it lands).
+    pub fn set_cache_cap(&mut self, blocks: usize) {
+        self.cache_cap = blocks.max(1);
+    }
+
     pub fn new(layout: Layout, bitmap: Vec<u8>, journal: HashMap<u32, NatEntry>) -> Nat {
         let inner = Inner {
             bitmap,
@@ -73,6 +79,7 @@ impl Nat {
         Nat {
             layout,
             inner: Mutex::new(inner),
+            cache_cap: crate::vol::Options::default().cache_split().1,
         }
     }
 
@@ -86,7 +93,7 @@ impl Nat {
         }
         let addr = nat_block_addr(&self.layout, &inner.bitmap, index);
         let b = Arc::new(read_block(dev, addr, IoCause::Meta, "NAT block")?);
-        if inner.cache.len() >= NAT_CACHE_BLOCKS {
+        if inner.cache.len() >= self.cache_cap {
             inner.cache.clear();
         }
         inner.cache.insert(index, b.clone());
