@@ -3,11 +3,17 @@
 # mounts it through FUSE, runs a short workload (a tree copied in with cp -a, files appended,
 # overwritten, renamed and deleted, fsync), prints `uf2fs status`, unmounts, checks the image
 # with fsck.f2fs, mounts it again and compares it with what was written.
+# UF2FS_BIN=PATH runs that binary instead of building one (the lone-clone test does, to
+# check the scripts without a second build).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-cargo build --release --quiet
-U=$PWD/target/release/uf2fs
+if [ -n "${UF2FS_BIN:-}" ]; then
+  U=$UF2FS_BIN
+else
+  cargo build --release --quiet
+  U=$PWD/target/release/uf2fs
+fi
 W=$PWD/target/demo
 mountpoint -q "$W/mnt" 2>/dev/null && "$U" umount "$W/mnt"
 rm -rf "$W"; mkdir -p "$W/src" "$W/mnt"
