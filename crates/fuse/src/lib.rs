@@ -20,9 +20,6 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use uf2fs_engine::{Error, Fs};
 
-/// Request-handling threads. Reads run in parallel; changes take the engine's write lock.
-const THREADS: usize = 4;
-
 /// Where the daemon's log lines go once the mount is live: chosen by the command that starts
 /// it (the `log=` option, and what the machine has), shown by `uf2fs status`.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -156,7 +153,7 @@ pub fn serve(
         Access::OwnerAndRoot => SessionACL::RootAndOwner,
         Access::All => SessionACL::All,
     };
-    config.n_threads = Some(THREADS);
+    config.n_threads = Some(opts.threads);
     config.clone_fd = true;
 
     let volume = ops::Volume::new(fs.clone(), opts.clone());

@@ -70,6 +70,9 @@ pub struct MountOptions {
     pub log: LogChoice,
     /// The bound on the daemon's clean caches, in bytes (`cache_size=SIZE`, e.g. 64M).
     pub cache_bytes: u64,
+    /// Request-handling threads (`threads=N`, 1 to 64). Reads run in parallel; changes take
+    /// the engine's write lock.
+    pub threads: usize,
     /// Generic flags passed on to the kernel's mount (nodev, nosuid, noexec, noatime...).
     pub flags: Vec<String>,
 }
@@ -93,6 +96,7 @@ impl Default for MountOptions {
             atime: Atime::Relatime,
             log: LogChoice::Auto,
             cache_bytes: uf2fs_engine::DEFAULT_CACHE_BYTES,
+            threads: DEFAULT_THREADS,
             flags: Vec::new(),
         }
     }
@@ -193,6 +197,12 @@ impl MountOptions {
                     None => return bad_value(v, "a size such as 16M, 256M or 1G"),
                 }
             }
+            ("threads", Some(v)) => {
+                self.threads = match v.parse::<usize>() {
+                    Ok(n) if (1..=64).contains(&n) => n,
+                    _ => return bad_value(v, "a number of threads from 1 to 64"),
+                }
+            }
             ("checkpoint_merge", None) => self.checkpoint_merge = true,
             ("nocheckpoint_merge", None) => self.checkpoint_merge = false,
             ("mode", Some(v)) => {
@@ -243,7 +253,7 @@ impl MountOptions {
             ) => return Err(format!("mount option {key} takes no value")),
             (
                 "background_gc" | "mode" | "fsync_mode" | "gc_policy" | "gc_node_penalty" | "log"
-                | "cache_size",
+                | "cache_size" | "threads",
                 None,
             ) => return Err(format!("mount option {key} needs a value ({key}=...)")),
             _ => return Err(format!("unknown mount option '{opt}'")),
@@ -251,6 +261,10 @@ impl MountOptions {
         Ok(())
     }
 }
+
+/// Request-handling threads unless `threads=` says otherwise (see docs/design.md, "The I/O
+/// path", for the measurements behind it).
+pub const DEFAULT_THREADS: usize = 4;
 
 /// A size with an optional K, M or G suffix (powers of 1024); plain digits are bytes.
 fn parse_size(v: &str) -> Option<u64> {
@@ -327,5 +341,18 @@ mod tests {
         assert!(e.contains("cache_size"), "{e}");
         let e = MountOptions::parse(&["cache_size"]).unwrap_err();
         assert!(e.contains("needs a value"), "{e}");
+    }
+
+    #[test]
+    fn threads_take_a_count_from_1_to_64() {
+        assert_eq!(
+            MountOptions::parse::<&str>(&[]).unwrap().threads,
+            DEFAULT_THREADS
+        );
+        assert_eq!(MountOptions::parse(&["threads=8"]).unwrap().threads, 8);
+        for bad in ["threads=0", "threads=65", "threads=many"] {
+            let e = MountOptions::parse(&[bad]).unwrap_err();
+            assert!(e.contains("threads"), "{bad}: {e}");
+        }
     }
 }
