@@ -765,3 +765,28 @@ fn reads_after_a_reopen_see_every_change_made_through_the_mount() {
     m.umount();
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Mounted by root, the kernel reads ahead a whole MiB on the mount (one request per MiB of a
+/// sequential read instead of eight), also at a mount point whose name /proc/self/mountinfo
+/// escapes.
+#[test]
+fn root_mounts_read_ahead_a_mib() {
+    let dir = scratch("mount-readahead");
+    let img = dir.join("img");
+    mkfs(&img, "64M");
+    let m = Mount::new(&bin(), &img, &dir.join("mount point"), &[]);
+    let at = m.dir.canonicalize().unwrap();
+    let want = at.to_str().unwrap().replace(' ', "\\040");
+    let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    let dev = info
+        .lines()
+        .filter(|l| l.split(' ').nth(4) == Some(want.as_str()))
+        .filter_map(|l| l.split(' ').nth(2))
+        .last()
+        .unwrap_or_else(|| panic!("no mountinfo line for {want}:\n{info}"))
+        .to_string();
+    let kb = std::fs::read_to_string(format!("/sys/class/bdi/{dev}/read_ahead_kb")).unwrap();
+    assert_eq!(kb.trim(), "1024", "read_ahead_kb of {dev}");
+    m.umount();
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -229,6 +229,7 @@ impl Fs {
             nodes: Nodes::new(),
             inodes: Mutex::new(HashMap::new()),
             inode_cap: Options::default().cache_split().2,
+            dirty_budget: Options::default().dirty_budget(),
             inode_epoch: std::sync::atomic::AtomicU64::new(0),
             sit_journal: m.sit_journal,
             orphans: m.orphans,
@@ -400,6 +401,7 @@ impl Fs {
         self.vol.nodes.set_cache_cap(nodes);
         self.vol.nat.set_cache_cap(nat);
         self.vol.inode_cap = inodes;
+        self.vol.dirty_budget = options.dirty_budget();
     }
 
     pub fn options(&self) -> Options {

@@ -26,6 +26,10 @@ pub(crate) struct Vol {
     pub(crate) inodes: Mutex<HashMap<u32, Arc<Inode>>>,
     /// Parsed inodes kept at most (from `Options::cache_bytes`).
     pub(crate) inode_cap: usize,
+    /// Dirty node blocks kept before a change asks for a checkpoint (as many blocks as
+    /// `Options::cache_bytes` holds: the clean caches and the dirty nodes each stay within
+    /// that bound).
+    pub(crate) dirty_budget: usize,
     /// Moves (under the `inodes` lock) whenever an inode changes, so that a reader that
     /// fetched a block before the change does not cache it after.
     pub(crate) inode_epoch: std::sync::atomic::AtomicU64,
@@ -160,6 +164,11 @@ impl Default for Options {
 }
 
 impl Options {
+    /// Dirty node blocks this bound allows before a checkpoint (at least 1024: 4 MiB).
+    pub(crate) fn dirty_budget(&self) -> usize {
+        (self.cache_bytes.max(MIN_CACHE_BYTES) / uf2fs_format::BLOCK_SIZE as u64) as usize
+    }
+
     /// The caches' sizes this bound gives: (node blocks, NAT blocks, inodes).
     pub(crate) fn cache_split(&self) -> (usize, usize, usize) {
         let bytes = self.cache_bytes.max(MIN_CACHE_BYTES);

@@ -164,6 +164,7 @@ pub fn serve(
         format!("mounting on {}: {e}", mountpoint.display())
     })?;
     let _ = notifier_slot.set(session.notifier());
+    widen_readahead(&mountpoint);
     let unmounter = Arc::new(control::Unmounter::new(&mountpoint));
 
     // The control thread and the status closure hold the volume weakly: at unmount the
@@ -266,4 +267,51 @@ fn spawn_cleaner(fs: std::sync::Weak<uf2fs_engine::Fs>) {
     if let Err(e) = spawned {
         tracing::error!("background cleaner not started: {e}");
     }
+}
+
+/// The readahead window the kernel uses on the mount, in KiB: as large as the biggest read
+/// the daemon takes (`MAX_IO`), so that a sequential reader costs one request per MiB.
+const READAHEAD_KB: u64 = 1024;
+
+/// A FUSE mount starts with the kernel's default 128 KiB readahead window, whatever
+/// `max_readahead` the daemon offers: a sequential reader then sends eight requests per MiB.
+/// Root may widen it (the mount's `read_ahead_kb` in sysfs); other users keep the default.
+/// The mount's device number comes from /proc/self/mountinfo: a `stat` of the mount point
+/// would ask this daemon, which does not serve requests yet.
+fn widen_readahead(mountpoint: &std::path::Path) {
+    let Some(dev) = mount_device(mountpoint) else {
+        tracing::debug!("no mountinfo line for {}", mountpoint.display());
+        return;
+    };
+    let knob = format!("/sys/class/bdi/{dev}/read_ahead_kb");
+    let now: u64 = std::fs::read_to_string(&knob)
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(0);
+    if now < READAHEAD_KB {
+        if let Err(e) = std::fs::write(&knob, READAHEAD_KB.to_string()) {
+            tracing::debug!("keeping the kernel's readahead ({knob}: {e})");
+        }
+    }
+}
+
+/// "major:minor" of the mount at `mountpoint` (the last one mounted there).
+fn mount_device(mountpoint: &std::path::Path) -> Option<String> {
+    let want = mountpoint.to_str()?;
+    let info = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    info.lines()
+        .filter_map(|l| {
+            let mut f = l.split(' ');
+            let dev = f.nth(2)?;
+            let _root = f.next()?;
+            let at = f.next()?;
+            // mountinfo escapes space, tab, newline and backslash as octal.
+            let at = at
+                .replace("\\040", " ")
+                .replace("\\011", "\t")
+                .replace("\\012", "\n")
+                .replace("\\134", "\\");
+            (at == want).then(|| dev.to_string())
+        })
+        .last()
 }

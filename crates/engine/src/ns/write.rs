@@ -33,9 +33,6 @@ use uf2fs_format::summary::RawSummary;
 use uf2fs_format::superblock::feature;
 use uf2fs_format::{Block, BLOCK_SIZE, NEW_ADDR, NULL_ADDR};
 
-/// Dirty node blocks kept before a checkpoint is forced (64 MiB).
-const DIRTY_NODE_BUDGET: usize = 16 * 1024;
-
 /// Attributes a new inode starts with.
 #[derive(Debug, Clone, Copy)]
 pub struct NewInode {
@@ -113,7 +110,7 @@ impl Fs {
     /// Asks for a checkpoint at the end of the running change when the dirty nodes pass the
     /// memory budget (`changing` writes it once the change is complete).
     fn maybe_checkpoint(&self, ws: &mut WriteState) -> Result<()> {
-        if self.vol().nodes.dirty_count() > DIRTY_NODE_BUDGET {
+        if self.vol().nodes.dirty_count() > self.vol().dirty_budget {
             ws.cp.wanted = true;
         }
         Ok(())
