@@ -780,9 +780,9 @@ fn root_mounts_read_ahead_a_mib() {
     let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
     let dev = info
         .lines()
+        .rev()
         .filter(|l| l.split(' ').nth(4) == Some(want.as_str()))
-        .filter_map(|l| l.split(' ').nth(2))
-        .last()
+        .find_map(|l| l.split(' ').nth(2))
         .unwrap_or_else(|| panic!("no mountinfo line for {want}:\n{info}"))
         .to_string();
     let kb = std::fs::read_to_string(format!("/sys/class/bdi/{dev}/read_ahead_kb")).unwrap();

@@ -299,19 +299,17 @@ fn widen_readahead(mountpoint: &std::path::Path) {
 fn mount_device(mountpoint: &std::path::Path) -> Option<String> {
     let want = mountpoint.to_str()?;
     let info = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
-    info.lines()
-        .filter_map(|l| {
-            let mut f = l.split(' ');
-            let dev = f.nth(2)?;
-            let _root = f.next()?;
-            let at = f.next()?;
-            // mountinfo escapes space, tab, newline and backslash as octal.
-            let at = at
-                .replace("\\040", " ")
-                .replace("\\011", "\t")
-                .replace("\\012", "\n")
-                .replace("\\134", "\\");
-            (at == want).then(|| dev.to_string())
-        })
-        .last()
+    info.lines().rev().find_map(|l| {
+        let mut f = l.split(' ');
+        let dev = f.nth(2)?;
+        let _root = f.next()?;
+        let at = f.next()?;
+        // mountinfo escapes space, tab, newline and backslash as octal.
+        let at = at
+            .replace("\\040", " ")
+            .replace("\\011", "\t")
+            .replace("\\012", "\n")
+            .replace("\\134", "\\");
+        (at == want).then(|| dev.to_string())
+    })
 }
