@@ -697,3 +697,365 @@ impl<W: Write + Seek> SparseWriter<W> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::io::Cursor;
+
+    /// A sparse image by hand: a header (block size 4096, checksum 0) and chunks given as
+    /// (type, blocks, body).
+    fn image(chunks: &[(u16, u32, Vec<u8>)]) -> Vec<u8> {
+        let total: u32 = chunks.iter().map(|c| c.1).sum();
+        let mut v = FileHeader {
+            magic: SPARSE_MAGIC.into(),
+            major_version: 1.into(),
+            minor_version: 0.into(),
+            file_hdr_sz: 28.into(),
+            chunk_hdr_sz: 12.into(),
+            blk_sz: 4096.into(),
+            total_blks: total.into(),
+            total_chunks: (chunks.len() as u32).into(),
+            image_checksum: 0.into(),
+        }
+        .as_bytes()
+        .to_vec();
+        for (t, blocks, body) in chunks {
+            let h = ChunkHeader {
+                chunk_type: (*t).into(),
+                reserved: 0.into(),
+                chunk_sz: (*blocks).into(),
+                total_sz: (12 + body.len() as u32).into(),
+            };
+            v.extend_from_slice(h.as_bytes());
+            v.extend_from_slice(body);
+        }
+        v
+    }
+
+    fn sample() -> Vec<u8> {
+        image(&[
+            (CHUNK_RAW, 2, (0..8192).map(|i| (i % 251) as u8).collect()),
+            (CHUNK_FILL, 3, vec![1, 2, 3, 4]),
+            (CHUNK_DONT_CARE, 1, vec![]),
+            (CHUNK_RAW, 1, vec![9; 4096]),
+        ])
+    }
+
+    fn expanded() -> Vec<u8> {
+        let mut v: Vec<u8> = (0..8192).map(|i| (i % 251) as u8).collect();
+        v.extend([1u8, 2, 3, 4].repeat(3 * 1024));
+        v.extend([0u8; 4096]);
+        v.extend([9u8; 4096]);
+        v
+    }
+
+    fn read_all(d: &SparseDevice) -> Vec<u8> {
+        let mut b = vec![0u8; d.block_count() as usize * BLOCK_SIZE];
+        d.read_blocks(0, &mut b, IoCause::Meta).unwrap();
+        b
+    }
+
+    fn refused(bytes: Vec<u8>) -> SparseError {
+        let e = SparseDevice::from_bytes(bytes).err().expect("refused");
+        e.into_inner()
+            .and_then(|e| e.downcast::<SparseError>().ok())
+            .map(|e| *e)
+            .expect("a SparseError")
+    }
+
+    fn set(v: &mut [u8], at: usize, bytes: &[u8]) {
+        v[at..at + bytes.len()].copy_from_slice(bytes);
+    }
+
+    #[test]
+    fn chunks_expand_to_the_image() {
+        let d = SparseDevice::from_bytes(sample()).unwrap();
+        assert_eq!(d.block_count(), 7);
+        assert_eq!(read_all(&d), expanded());
+        // A read that starts inside a chunk and spans three.
+        let mut b = vec![0u8; 3 * BLOCK_SIZE];
+        d.read_blocks(1, &mut b, IoCause::Meta).unwrap();
+        assert_eq!(b, expanded()[4096..4 * 4096]);
+        let e = d.read_blocks(6, &mut b, IoCause::Meta).unwrap_err();
+        assert!(e.to_string().contains("past the end"), "{e}");
+        assert!(d.write_blocks(0, &b[..4096], IoCause::Meta).is_err());
+    }
+
+    #[test]
+    fn writer_output_reads_back() {
+        let raw = expanded();
+        let mut out = Cursor::new(Vec::new());
+        let chunks = write_sparse(&raw[..], raw.len() as u64, &mut out).unwrap();
+        // RAW 2, FILL 3 (1234), FILL 1 (zeros), RAW 1.
+        assert_eq!(chunks, 4);
+        let d = SparseDevice::from_bytes(out.into_inner()).unwrap();
+        assert_eq!(read_all(&d), raw);
+    }
+
+    #[test]
+    fn a_zero_run_of_2_pow_32_bytes_is_cut_as_img2simg_cuts_it() {
+        // img2simg 29 on 5 GiB of zeros wrote FILL(0 blocks), DONT_CARE(1048576),
+        // FILL(262144); a shorter tail shows the same cut.
+        let len = (WRAP_BLOCKS + 5) * BLOCK_SIZE as u64;
+        let mut out = Cursor::new(Vec::new());
+        write_sparse(io::repeat(0).take(len), len, &mut out).unwrap();
+        let want = image(&[
+            (CHUNK_FILL, 0, vec![0; 4]),
+            (CHUNK_DONT_CARE, WRAP_BLOCKS as u32, vec![]),
+            (CHUNK_FILL, 5, vec![0; 4]),
+        ]);
+        assert_eq!(out.into_inner(), want);
+    }
+
+    #[test]
+    fn a_short_last_block_is_raw_and_padded() {
+        let mut raw = vec![0u8; 4096];
+        raw.extend([7u8; 100]);
+        let mut out = Cursor::new(Vec::new());
+        write_sparse(&raw[..], raw.len() as u64, &mut out).unwrap();
+        let mut last = vec![7u8; 100];
+        last.resize(4096, 0);
+        assert_eq!(
+            out.into_inner(),
+            image(&[(CHUNK_FILL, 1, vec![0; 4]), (CHUNK_RAW, 1, last)])
+        );
+    }
+
+    #[test]
+    fn header_fields_are_checked() {
+        let mut v = sample();
+        set(&mut v, 0, &[0; 4]);
+        assert_eq!(refused(v), SparseError::Magic(0));
+        let mut v = sample();
+        set(&mut v, 4, &2u16.to_le_bytes());
+        assert_eq!(refused(v), SparseError::Version { major: 2, minor: 0 });
+        let mut v = sample();
+        set(&mut v, 8, &32u16.to_le_bytes());
+        assert_eq!(
+            refused(v),
+            SparseError::HeaderSizes {
+                file: 32,
+                chunk: 12
+            }
+        );
+        let mut v = sample();
+        set(&mut v, 12, &4098u32.to_le_bytes());
+        assert_eq!(refused(v), SparseError::BlockSize(4098));
+        let mut v = sample();
+        set(&mut v, 12, &0u32.to_le_bytes());
+        assert_eq!(refused(v), SparseError::BlockSize(0));
+        let e = SparseDevice::from_bytes(sample()[..20].to_vec())
+            .err()
+            .unwrap();
+        assert!(
+            e.to_string().contains("shorter than its 28-byte header"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_huge_chunk_count_is_refused_before_reading_chunks() {
+        let mut v = sample();
+        set(&mut v, 20, &u32::MAX.to_le_bytes());
+        assert_eq!(
+            refused(v.clone()),
+            SparseError::TooManyChunks {
+                chunks: u32::MAX,
+                have: v.len() as u64
+            }
+        );
+    }
+
+    #[test]
+    fn chunk_problems_name_the_chunk() {
+        let chunk1 = 28 + 12 + 8192;
+        // A RAW chunk whose size does not match its blocks.
+        let mut v = sample();
+        set(&mut v, 28 + 4, &3u32.to_le_bytes());
+        assert!(matches!(
+            refused(v),
+            SparseError::Chunk {
+                index: 0,
+                offset: 28,
+                problem: ChunkProblem::Size {
+                    kind: "RAW",
+                    blocks: 3,
+                    ..
+                }
+            }
+        ));
+        // An unknown type.
+        let mut v = sample();
+        set(&mut v, chunk1, &0xcac5u16.to_le_bytes());
+        assert_eq!(
+            refused(v),
+            SparseError::Chunk {
+                index: 1,
+                offset: chunk1 as u64,
+                problem: ChunkProblem::UnknownType(0xcac5)
+            }
+        );
+        // Truncated: the last chunk's data is cut short.
+        let mut v = sample();
+        v.truncate(v.len() - 1);
+        assert!(matches!(
+            refused(v),
+            SparseError::Chunk {
+                index: 3,
+                problem: ChunkProblem::PastEndOfFile { .. },
+                ..
+            }
+        ));
+        // Truncated inside a chunk header.
+        let mut v = sample();
+        v.truncate(chunk1 + 5);
+        assert!(matches!(
+            refused(v),
+            SparseError::Chunk {
+                index: 1,
+                problem: ChunkProblem::TruncatedHeader,
+                ..
+            }
+        ));
+        // Blocks that do not add up, one way and the other.
+        let mut v = sample();
+        set(&mut v, 16, &8u32.to_le_bytes());
+        assert_eq!(
+            refused(v),
+            SparseError::BlocksDoNotAddUp {
+                covered: 7,
+                total: 8
+            }
+        );
+        let mut v = sample();
+        set(&mut v, 16, &6u32.to_le_bytes());
+        assert!(matches!(
+            refused(v),
+            SparseError::Chunk {
+                index: 3,
+                problem: ChunkProblem::PastTotalBlocks {
+                    blocks: 1,
+                    total: 6
+                },
+                ..
+            }
+        ));
+        // A FILL chunk that claims more than its value, and bytes after the last chunk.
+        let mut v = sample();
+        set(&mut v, chunk1 + 8, &20u32.to_le_bytes());
+        assert!(matches!(
+            refused(v),
+            SparseError::Chunk {
+                index: 1,
+                problem: ChunkProblem::Size { kind: "FILL", .. },
+                ..
+            }
+        ));
+        let mut v = sample();
+        v.push(0);
+        assert_eq!(refused(v), SparseError::TrailingBytes(1));
+    }
+
+    #[test]
+    fn crc_chunks_and_the_image_checksum_are_checked() {
+        let data = expanded();
+        let crc = crc32fast::hash(&data[..5 * 4096]);
+        let good = |crc: u32| {
+            image(&[
+                (CHUNK_RAW, 2, data[..8192].to_vec()),
+                (CHUNK_FILL, 3, vec![1, 2, 3, 4]),
+                (CHUNK_CRC32, 0, crc.to_le_bytes().to_vec()),
+                (CHUNK_DONT_CARE, 1, vec![]),
+                (CHUNK_RAW, 1, vec![9; 4096]),
+            ])
+        };
+        let d = SparseDevice::from_bytes(good(crc)).unwrap();
+        assert_eq!(read_all(&d), data);
+        assert_eq!(
+            refused(good(crc ^ 1)),
+            SparseError::Chunk {
+                index: 2,
+                offset: 28 + 12 + 8192 + 16,
+                problem: ChunkProblem::Crc {
+                    stored: crc ^ 1,
+                    computed: crc
+                }
+            }
+        );
+        let mut v = good(crc);
+        set(&mut v, 24, &crc32fast::hash(&data).to_le_bytes());
+        SparseDevice::from_bytes(v.clone()).unwrap();
+        set(&mut v, 24, &1u32.to_le_bytes());
+        assert!(matches!(
+            refused(v),
+            SparseError::ImageChecksum { stored: 1, .. }
+        ));
+        let mut v = good(crc);
+        set(&mut v, 28 + 12 + 8192 + 16 + 4, &1u32.to_le_bytes());
+        assert!(matches!(
+            refused(v),
+            SparseError::Chunk {
+                index: 2,
+                problem: ChunkProblem::CrcBlocks(1),
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn crc_of_a_repeat_is_the_crc_of_the_bytes() {
+        for count in [0u64, 1, 2, 3, 1000, 1025] {
+            let mut h = crc32fast::Hasher::new();
+            h.update(b"ab");
+            crc_repeat(&mut h, &[5, 6, 7, 8], count);
+            let mut want = b"ab".to_vec();
+            want.extend([5u8, 6, 7, 8].repeat(count as usize));
+            assert_eq!(h.finalize(), crc32fast::hash(&want), "count {count}");
+        }
+    }
+
+    proptest! {
+        /// Arbitrary bytes after a valid header never panic: they open or are refused, and
+        /// what opens reads whole.
+        #[test]
+        fn arbitrary_chunks_never_panic(
+            blocks in 0u32..64,
+            chunks in 0u32..8,
+            body in proptest::collection::vec(any::<u8>(), 0..600),
+            blk_sz in prop_oneof![Just(4096u32), Just(4u32), Just(8u32), any::<u32>()],
+        ) {
+            let mut v = image(&[]);
+            set(&mut v, 12, &blk_sz.to_le_bytes());
+            set(&mut v, 16, &blocks.to_le_bytes());
+            set(&mut v, 20, &chunks.to_le_bytes());
+            v.extend(body);
+            if let Ok(d) = SparseDevice::from_bytes(v) {
+                // DONT_CARE chunks of a huge block size expand to a lot: read the start.
+                let mut b = vec![0u8; d.block_count().min(64) as usize * BLOCK_SIZE];
+                d.read_blocks(0, &mut b, IoCause::Meta).unwrap();
+            }
+        }
+
+        /// Chunk headers built from arbitrary small fields (the types that exist, sizes near
+        /// right): never a panic either.
+        #[test]
+        fn near_valid_chunks_never_panic(
+            parts in proptest::collection::vec(
+                (prop_oneof![Just(CHUNK_RAW), Just(CHUNK_FILL), Just(CHUNK_DONT_CARE), Just(CHUNK_CRC32)],
+                 0u32..3, 0usize..3), 0..6),
+        ) {
+            let chunks: Vec<(u16, u32, Vec<u8>)> = parts.iter().map(|&(t, n, skew)| {
+                let len = match t { CHUNK_RAW => n as usize * 8, CHUNK_DONT_CARE => 0, _ => 4 };
+                (t, n, vec![0x5a; len + skew])
+            }).collect();
+            let mut v = image(&chunks);
+            set(&mut v, 12, &8u32.to_le_bytes());
+            if let Ok(d) = SparseDevice::from_bytes(v) {
+                let mut b = vec![0u8; d.block_count() as usize * BLOCK_SIZE];
+                d.read_blocks(0, &mut b, IoCause::Meta).unwrap();
+            }
+        }
+    }
+}
