@@ -226,9 +226,10 @@ fn sparse(total_blks: u32, total_chunks: u32, chunks: &[(u16, u32, Vec<u8>)]) ->
 fn hostile_sparse_headers_give_clear_errors() {
     let dir = scratch("sparse-hostile");
     let raw_chunk = (0xcac1u16, 2u32, vec![7u8; 8192]);
-    let mut version2 = sparse(2, 1, &[raw_chunk.clone()]);
+    let one = std::slice::from_ref(&raw_chunk);
+    let mut version2 = sparse(2, 1, one);
     version2[4] = 2;
-    let mut truncated = sparse(2, 1, &[raw_chunk.clone()]);
+    let mut truncated = sparse(2, 1, one);
     truncated.truncate(5000);
     let crc_bad = sparse(
         2,
@@ -247,17 +248,17 @@ fn hostile_sparse_headers_give_clear_errors() {
         ),
         (
             "huge-count",
-            sparse(2, u32::MAX, &[raw_chunk.clone()]),
+            sparse(2, u32::MAX, one),
             "too short for 4294967295 chunk headers",
         ),
         (
             "too-few-blocks",
-            sparse(3, 1, &[raw_chunk.clone()]),
+            sparse(3, 1, one),
             "the chunks cover 2 blocks, the header says 3",
         ),
         (
             "too-many-blocks",
-            sparse(1, 1, &[raw_chunk.clone()]),
+            sparse(1, 1, one),
             "chunk 0 at byte 28: its 2 blocks end past the 1 blocks",
         ),
         (
