@@ -11,6 +11,7 @@ have fusermount3 || need+=(fuse3)
 # tools/treeview.c and the linux-f2fs payloads are linked static: they need libc.a.
 [ -f /usr/lib/x86_64-linux-gnu/libc.a ] || need+=(libc6-dev)
 have gzip || need+=(gzip)
+have img2simg || need+=(android-sdk-libsparse-utils)   # the sparse-image tests: img2simg is the judge
 have man || need+=(man-db)   # the CLI tests render the manual pages
 # tools/linux-f2fs (the tests that run Linux's own F2FS, part of scripts/test.sh) boots
 # Debian's kernel under qemu with a busybox initramfs.

@@ -6,6 +6,7 @@ mod logging;
 mod mkfs;
 mod mount;
 mod show;
+mod sparse;
 mod write;
 
 use clap::{CommandFactory, Parser, Subcommand};
@@ -46,6 +47,9 @@ enum Cmd {
         /// Overwrite an image or device that holds data.
         #[arg(long, short = 'f')]
         force: bool,
+        /// Write IMAGE as an Android sparse image (as img2simg would), not a raw one.
+        #[arg(long)]
+        sparse: bool,
     },
     /// Mount an image or device on a directory (FUSE); returns once the mount is live.
     #[command(after_long_help = MOUNT_NOTES)]
@@ -110,6 +114,10 @@ enum Cmd {
         /// Print the device blocks written, by cause, and per block of file data.
         #[arg(long)]
         stats: bool,
+        /// Write IMAGE back as an Android sparse image (as img2simg would); IMAGE may be raw
+        /// or sparse.
+        #[arg(long)]
+        sparse: bool,
     },
     /// Remove a file, or with -r a directory and everything below it.
     Rm {
@@ -232,6 +240,7 @@ fn main() -> ExitCode {
             label,
             features,
             force,
+            sparse,
         } => mkfs::run(mkfs::Args {
             image: &image,
             size: size.as_deref(),
@@ -240,6 +249,7 @@ fn main() -> ExitCode {
             label: &label,
             features: &features,
             force,
+            sparse,
         }),
         Cmd::Mkdir {
             parents,
@@ -256,6 +266,14 @@ fn main() -> ExitCode {
             src,
             path,
             stats,
+            sparse: true,
+        } => sparse::import(&image, &src, &path, stats),
+        Cmd::Import {
+            image,
+            src,
+            path,
+            stats,
+            sparse: false,
         } => write::import(&image, &src, &path, stats),
         Cmd::Rm {
             recursive,

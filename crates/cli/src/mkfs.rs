@@ -57,20 +57,52 @@ pub struct Args<'a> {
     pub label: &'a str,
     pub features: &'a str,
     pub force: bool,
+    /// Write IMAGE as an Android sparse image (made raw beside it first).
+    pub sparse: bool,
 }
 
 pub fn run(a: Args<'_>) -> CliResult {
+    if !a.sparse {
+        return make(&a, a.image);
+    }
+    let shown = a.image.display();
+    if a.size.is_none() {
+        return Err(Failure::Msg(format!(
+            "{shown}: --sparse needs --size (the raw image is made first)"
+        )));
+    }
+    match std::fs::metadata(a.image) {
+        Ok(m) if m.is_dir() => return Err(Failure::Msg(format!("{shown} is a directory"))),
+        Ok(m) if !m.is_file() => {
+            return Err(Failure::Msg(format!(
+                "{shown}: --sparse writes a file, not a device"
+            )))
+        }
+        Ok(_) if !a.force && has_data(a.image).map_err(|e| format!("{shown}: {e}"))? => {
+            return Err(Failure::Msg(format!(
+                "{shown} is not empty: use --force to overwrite it"
+            )))
+        }
+        _ => {}
+    }
+    let raw = crate::sparse::stage(a.image)?;
+    make(&a, &raw.0)?;
+    crate::sparse::pack(&raw.0, a.image)
+}
+
+/// Makes the file system on `image` (the raw image, which `a.image` names unless --sparse).
+fn make(a: &Args<'_>, image: &Path) -> CliResult {
     let shown = a.image.display();
     let size = a.size.map(parse_size).transpose()?;
     let features = parse_features(a.features).map_err(|e| format!("--features: {e}"))?;
-    match std::fs::metadata(a.image) {
+    match std::fs::metadata(image) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             let Some(size) = size else {
                 return Err(Failure::Msg(format!(
                     "{shown} does not exist: give --size to make an image file"
                 )));
             };
-            let f = std::fs::File::create_new(a.image).map_err(|e| format!("{shown}: {e}"))?;
+            let f = std::fs::File::create_new(image).map_err(|e| format!("{shown}: {e}"))?;
             f.set_len(size).map_err(|e| format!("{shown}: {e}"))?;
         }
         Err(e) => return Err(Failure::Msg(format!("{shown}: {e}"))),
@@ -78,7 +110,7 @@ pub fn run(a: Args<'_>) -> CliResult {
             if m.is_dir() {
                 return Err(Failure::Msg(format!("{shown} is a directory")));
             }
-            if !a.force && has_data(a.image).map_err(|e| format!("{shown}: {e}"))? {
+            if !a.force && has_data(image).map_err(|e| format!("{shown}: {e}"))? {
                 return Err(Failure::Msg(format!(
                     "{shown} is not empty: use --force to overwrite it"
                 )));
@@ -94,7 +126,7 @@ pub fn run(a: Args<'_>) -> CliResult {
                         }
                         let f = std::fs::OpenOptions::new()
                             .write(true)
-                            .open(a.image)
+                            .open(image)
                             .map_err(|e| format!("{shown}: {e}"))?;
                         f.set_len(size).map_err(|e| format!("{shown}: {e}"))?;
                     }
@@ -102,7 +134,7 @@ pub fn run(a: Args<'_>) -> CliResult {
             }
         }
     }
-    let dev = FileDevice::open(a.image, true).map_err(|e| format!("{shown}: {e}"))?;
+    let dev = FileDevice::open(image, true).map_err(|e| format!("{shown}: {e}"))?;
     let opts = MkfsOptions {
         size,
         overprovision: a.overprovision,

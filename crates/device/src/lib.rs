@@ -11,15 +11,21 @@
 //!   rewritten only because data they point at moved);
 //! - `Checkpoint`: checkpoint packs (CP blocks, summaries, orphan blocks, nat_bits).
 //!
-//! Backends: [`FileDevice`] (an image file or block device), [`MemDevice`] (memory) and
-//! [`RecordingDevice`] (memory, logging every write and flush for crash tests; see
-//! `recording.rs`).
+//! Backends: [`FileDevice`] (an image file or block device), [`SparseDevice`] (an Android
+//! sparse image, read-only; see `sparse.rs`), [`MemDevice`] (memory) and [`RecordingDevice`]
+//! (memory, logging every write and flush for crash tests; see `recording.rs`).
+//! [`open_image`] picks between the first two by the file's first bytes.
 //!
 //! This layer knows nothing about F2FS.
 
 mod recording;
+mod sparse;
 
 pub use recording::{CrashLog, Epoch, Event, RecordingDevice, Replay};
+pub use sparse::{
+    is_sparse, write_sparse, ChunkProblem, SparseDevice, SparseError, SPARSE_MAGIC,
+    SPARSE_READ_ONLY,
+};
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Seek, SeekFrom};
@@ -163,6 +169,47 @@ impl<T: BlockDevice + ?Sized> BlockDevice for std::sync::Arc<T> {
     }
 }
 
+/// Opens the image at `path`: a [`SparseDevice`] when it starts with the sparse magic (which
+/// cannot be opened for writing: the error says so), else a [`FileDevice`].
+pub fn open_image(path: &Path, writable: bool) -> io::Result<Box<dyn BlockDevice>> {
+    if is_sparse(path)? {
+        if writable {
+            return Err(io::Error::new(
+                io::ErrorKind::ReadOnlyFilesystem,
+                SPARSE_READ_ONLY,
+            ));
+        }
+        return Ok(Box::new(SparseDevice::open(path)?));
+    }
+    Ok(Box::new(FileDevice::open(path, writable)?))
+}
+
+/// Takes a shared (read-only) or exclusive lock on an open image, without waiting: a busy
+/// image is an error.
+pub(crate) fn lock(file: &File, writable: bool) -> io::Result<()> {
+    // One writer or any number of readers: a second read-write open (a second mount of
+    // the same image) would corrupt it. The lock is advisory and goes with the file.
+    let locked = if writable {
+        file.try_lock()
+    } else {
+        file.try_lock_shared()
+    };
+    if let Err(e) = locked {
+        return Err(match e {
+            std::fs::TryLockError::WouldBlock => io::Error::new(
+                io::ErrorKind::ResourceBusy,
+                if writable {
+                    "the image is in use (mounted or opened by another uf2fs process)"
+                } else {
+                    "the image is opened for writing by another uf2fs process (mounted?)"
+                },
+            ),
+            std::fs::TryLockError::Error(e) => e,
+        });
+    }
+    Ok(())
+}
+
 /// A regular file or a block device.
 pub struct FileDevice {
     file: File,
@@ -184,26 +231,7 @@ impl FileDevice {
                 "is a directory",
             ));
         }
-        // One writer or any number of readers: a second read-write open (a second mount of
-        // the same image) would corrupt it. The lock is advisory and goes with the file.
-        let locked = if writable {
-            file.try_lock()
-        } else {
-            file.try_lock_shared()
-        };
-        if let Err(e) = locked {
-            return Err(match e {
-                std::fs::TryLockError::WouldBlock => io::Error::new(
-                    io::ErrorKind::ResourceBusy,
-                    if writable {
-                        "the image is in use (mounted or opened by another uf2fs process)"
-                    } else {
-                        "the image is opened for writing by another uf2fs process (mounted?)"
-                    },
-                ),
-                std::fs::TryLockError::Error(e) => e,
-            });
-        }
+        lock(&file, writable)?;
         let len = if meta.is_file() {
             meta.len()
         } else {

@@ -127,11 +127,12 @@ pub enum WalkItem<'a> {
 }
 
 impl Fs {
-    /// Opens the image file or block device at `path`, read-only.
+    /// Opens the image file or block device at `path`, read-only (an Android sparse image
+    /// too).
     pub fn open(path: &Path) -> Result<Fs> {
-        let dev = FileDevice::open(path, false)
+        let dev = uf2fs_device::open_image(path, false)
             .map_err(|e| Error::io(format!("{}", path.display()), e))?;
-        Fs::with_device(Box::new(dev))
+        Fs::with_device(dev)
     }
 
     /// Mounts the volume on `dev`, read-only.
@@ -143,9 +144,9 @@ impl Fs {
     /// what was fsync'd after it (what a checker judges: the chain is not yet part of the
     /// checkpoint's structures; see [`Fs::roll_forward_blocks`]).
     pub fn open_at_checkpoint(path: &Path) -> Result<Fs> {
-        let dev = FileDevice::open(path, false)
+        let dev = uf2fs_device::open_image(path, false)
             .map_err(|e| Error::io(format!("{}", path.display()), e))?;
-        Fs::mount_with(Box::new(dev), false, false)
+        Fs::mount_with(dev, false, false)
     }
 
     /// Node blocks written by fsync after the mounted checkpoint (the roll-forward chain).
@@ -161,7 +162,12 @@ impl Fs {
     }
 
     /// Opens the image file or block device at `path` for reading and writing.
+    /// A sparse image is refused with [`Error::ReadOnly`] (a mount then falls back to
+    /// read-only).
     pub fn open_rw(path: &Path) -> Result<Fs> {
+        if uf2fs_device::is_sparse(path).map_err(|e| Error::io(format!("{}", path.display()), e))? {
+            return Err(Error::ReadOnly(uf2fs_device::SPARSE_READ_ONLY.into()));
+        }
         let dev = FileDevice::open(path, true)
             .map_err(|e| Error::io(format!("{}", path.display()), e))?;
         Fs::mount_on(Box::new(dev), true)
