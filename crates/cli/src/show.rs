@@ -45,13 +45,35 @@ pub fn mode_string(t: FileType, perm: u16) -> String {
     s
 }
 
+/// RFC 3339 in UTC with nanoseconds ("1970-01-01T00:00:00.000000000Z"), for any time an
+/// inode can hold: before 1970 and past 9999 too (the year then has more digits or a sign).
+/// By hand: humantime, used before, panics outside 1970..=9999.
 fn time_string(t: Time) -> String {
-    let st = if t.sec >= 0 {
-        std::time::UNIX_EPOCH + std::time::Duration::new(t.sec as u64, t.nsec)
-    } else {
-        std::time::UNIX_EPOCH - std::time::Duration::from_secs(t.sec.unsigned_abs())
-    };
-    humantime::format_rfc3339_nanos(st).to_string()
+    let days = t.sec.div_euclid(86_400);
+    let secs = t.sec.rem_euclid(86_400);
+    let (y, m, d) = civil_from_days(days);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:09}Z",
+        secs / 3600,
+        secs / 60 % 60,
+        secs % 60,
+        t.nsec.min(999_999_999)
+    )
+}
+
+/// The proleptic Gregorian (year, month, day) of a count of days since 1970-01-01: eras of
+/// 400 years (146 097 days) starting on March 1, so that the leap day ends a year.
+fn civil_from_days(days: i64) -> (i64, u32, u32) {
+    let z = days + 719_468; // days from 0000-03-01
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097); // day of era, 0..=146_096
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365; // year of era
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100); // day of the year from March 1
+    let mp = (5 * doy + 2) / 153; // month from March, 0..=11
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    (y, m, d)
 }
 
 fn out_err(e: io::Error) -> Failure {
@@ -461,5 +483,24 @@ pub fn fsck(image: &Path, json: bool) -> CliResult {
         Ok(())
     } else {
         Err(Failure::Quiet)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_print_before_1970_and_after_9999() {
+        let t = |sec, nsec| time_string(Time { sec, nsec });
+        assert_eq!(t(0, 0), "1970-01-01T00:00:00.000000000Z");
+        assert_eq!(t(-1, 500_000_000), "1969-12-31T23:59:59.500000000Z");
+        assert_eq!(t(951_782_400, 7), "2000-02-29T00:00:00.000000007Z");
+        assert_eq!(t(-2_208_988_800, 0), "1900-01-01T00:00:00.000000000Z");
+        assert_eq!(t(253_402_300_800, 0), "10000-01-01T00:00:00.000000000Z");
+        // Every value an inode can hold prints without a panic.
+        for sec in [i64::MIN / 86_400 * 86_400 / 400, i64::MAX / 1000, -62_135_596_800] {
+            assert!(t(sec, 999_999_999).ends_with('Z'));
+        }
     }
 }
