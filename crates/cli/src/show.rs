@@ -499,7 +499,11 @@ mod tests {
         assert_eq!(t(-2_208_988_800, 0), "1900-01-01T00:00:00.000000000Z");
         assert_eq!(t(253_402_300_800, 0), "10000-01-01T00:00:00.000000000Z");
         // Every value an inode can hold prints without a panic.
-        for sec in [i64::MIN / 86_400 * 86_400 / 400, i64::MAX / 1000, -62_135_596_800] {
+        for sec in [
+            i64::MIN / 86_400 * 86_400 / 400,
+            i64::MAX / 1000,
+            -62_135_596_800,
+        ] {
             assert!(t(sec, 999_999_999).ends_with('Z'));
         }
     }
