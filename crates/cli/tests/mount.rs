@@ -790,3 +790,100 @@ fn root_mounts_read_ahead_a_mib() {
     m.umount();
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// With `FUSE_HANDLE_KILLPRIV_V2` the daemon removes what Linux removes when a file changes:
+/// set-user-ID and (on a group-executable file) set-group-ID on a write, truncate or
+/// fallocate by a caller without CAP_FSETID, both on a chown by anyone, and the file
+/// capability (`security.capability`) on any of them, root's included.
+#[test]
+fn changing_a_file_removes_set_id_bits_and_capabilities_as_linux_does() {
+    use std::io::Write;
+    use std::os::unix::fs::MetadataExt;
+    if !rustix::process::geteuid().is_root() {
+        eprintln!("skipped: needs root to write as another user");
+        return;
+    }
+    let dir = scratch("mount-killpriv");
+    let img = dir.join("img");
+    mkfs(&img, "128M");
+    let m = Mount::new(&bin(), &img, &dir.join("mnt"), &["allow_other"]);
+    std::fs::set_permissions(&m.dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let as_nobody = |what: &str, f: &Path| {
+        run(Command::new("setpriv")
+            .args([
+                "--reuid=65534",
+                "--regid=65534",
+                "--clear-groups",
+                "sh",
+                "-c",
+            ])
+            .arg(what)
+            .arg("sh")
+            .arg(f));
+    };
+    let mode = |f: &Path| std::fs::metadata(f).unwrap().mode() & 0o7777;
+    // (starting mode, what nobody does, the mode after)
+    for (start, what, want) in [
+        (0o6777, "printf x >> \"$1\"", 0o777),
+        (0o6767, "printf x >> \"$1\"", 0o2767),
+        (0o6777, "truncate -s 1 \"$1\"", 0o777),
+        (0o6777, "fallocate -l 8192 \"$1\"", 0o777),
+    ] {
+        let f = m
+            .dir
+            .join(format!("f{start:o}-{}", what.split(' ').next().unwrap()));
+        std::fs::write(&f, b"").unwrap();
+        // nobody's group: set-group-ID without group-execute stays (the other case, a
+        // writer outside the group, is the test above).
+        std::os::unix::fs::chown(&f, None, Some(65534)).unwrap();
+        std::fs::set_permissions(&f, std::fs::Permissions::from_mode(start)).unwrap();
+        as_nobody(what, &f);
+        assert_eq!(mode(&f), want, "{start:o} after {what}: {:o}", mode(&f));
+    }
+    // Root keeps the bits when it writes (it holds CAP_FSETID) but not the capability.
+    let cap = [
+        1u8, 0, 0, 2, 0, 0x20, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    ];
+    let f = m.dir.join("root-write");
+    std::fs::write(&f, b"").unwrap();
+    std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o6755)).unwrap();
+    rustix::fs::setxattr(
+        &f,
+        "security.capability",
+        &cap,
+        rustix::fs::XattrFlags::empty(),
+    )
+    .unwrap();
+    std::fs::OpenOptions::new()
+        .append(true)
+        .open(&f)
+        .unwrap()
+        .write_all(b"x")
+        .unwrap();
+    assert_eq!(mode(&f), 0o6755, "root's write keeps set-user/group-ID");
+    let mut buf = [0u8; 64];
+    let e = rustix::fs::getxattr(&f, "security.capability", &mut buf).unwrap_err();
+    assert_eq!(
+        e,
+        rustix::io::Errno::NODATA,
+        "the capability goes on a write"
+    );
+    // A chown takes both bits (group-executable) and the capability, also from root.
+    rustix::fs::setxattr(
+        &f,
+        "security.capability",
+        &cap,
+        rustix::fs::XattrFlags::empty(),
+    )
+    .unwrap();
+    std::os::unix::fs::chown(&f, Some(65534), None).unwrap();
+    assert_eq!(mode(&f), 0o755, "chown takes set-user-ID and set-group-ID");
+    let e = rustix::fs::getxattr(&f, "security.capability", &mut buf).unwrap_err();
+    assert_eq!(
+        e,
+        rustix::io::Errno::NODATA,
+        "the capability goes on a chown"
+    );
+    m.umount();
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -16,7 +16,7 @@ use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use uf2fs_engine::{Attr, DirEntry, Error, FileType, Fs, NewInode, Time};
@@ -27,6 +27,9 @@ use crate::options::{Atime, MountOptions};
 /// How long the kernel may trust an answer. Only this daemon changes the volume (the image is
 /// locked), and every change goes through it, so the kernel's copy stays right.
 const TTL: Duration = Duration::from_secs(1);
+
+/// The xattr of a file capability, removed when the file changes (see `kill_privileges`).
+const CAPABILITY: &[u8] = b"security.capability";
 
 /// Largest write the kernel may send in one request, and its readahead.
 const MAX_IO: u32 = 1 << 20;
@@ -50,6 +53,9 @@ pub struct Volume {
     fsyncs: Arc<AtomicU64>,
     /// Tells the kernel when the daemon changed what it caches (set once the session runs).
     notifier: Arc<OnceLock<Notifier>>,
+    /// The kernel granted `FUSE_HANDLE_KILLPRIV_V2`: set-user-ID, set-group-ID and file
+    /// capabilities are the daemon's to remove on write, truncate and chown.
+    killpriv: AtomicBool,
 }
 
 impl Volume {
@@ -61,6 +67,7 @@ impl Volume {
             next_handle: AtomicU64::new(2),
             fsyncs: Arc::new(AtomicU64::new(0)),
             notifier: Arc::new(OnceLock::new()),
+            killpriv: AtomicBool::new(false),
         }
     }
 
@@ -98,6 +105,61 @@ impl Volume {
             }
             Err(e) => tracing::debug!("dropping set-group-ID of {nid}: {e}"),
         }
+    }
+
+    /// What Linux removes when a file's contents or owner change, removed here since the
+    /// kernel leaves it to us (`FUSE_HANDLE_KILLPRIV_V2`): the file capability
+    /// (`security.capability`) always, and when `suid_sgid`, set-user-ID and, on a
+    /// group-executable file, set-group-ID. Directories keep theirs. The kernel is told that
+    /// the mode it caches is stale; the caller's reply (setattr) carries the new one anyway.
+    fn kill_privileges(&self, ino: INodeNo, nid: u32, suid_sgid: bool) {
+        if !self.killpriv.load(Ordering::Relaxed) {
+            return;
+        }
+        let Ok(a) = self.fs.getattr(nid) else { return };
+        if a.file_type == FileType::Directory {
+            return;
+        }
+        if self.fs.getxattr(nid, CAPABILITY).is_ok() {
+            if let Err(e) = self.fs.removexattr(nid, CAPABILITY) {
+                tracing::debug!("removing the file capability of {nid}: {e}");
+            }
+        }
+        let mut perm = a.perm;
+        if suid_sgid {
+            perm &= !0o4000;
+            if perm & 0o010 != 0 {
+                perm &= !0o2000;
+            }
+        }
+        if perm == a.perm {
+            return;
+        }
+        match self.fs.set_attr(nid, Some(perm), None, None, None) {
+            Ok(()) => {
+                if let Some(n) = self.notifier.get() {
+                    if let Err(e) = n.inval_inode(ino, -1, 0) {
+                        tracing::debug!("invalidating the attributes of {nid}: {e}");
+                    }
+                }
+            }
+            Err(e) => tracing::debug!("removing set-user/group-ID of {nid}: {e}"),
+        }
+    }
+
+    /// Whether the caller of `req` holds CAP_FSETID (bit 4 of `CapEff` in /proc/PID/status),
+    /// which lets it change a file without losing set-user-ID and set-group-ID. A caller we
+    /// cannot look up is taken not to hold it: the bits go, as for any unprivileged writer.
+    fn may_keep_set_id(req: &Request) -> bool {
+        const CAP_FSETID: u32 = 4;
+        let Ok(status) = std::fs::read_to_string(format!("/proc/{}/status", req.pid())) else {
+            return false;
+        };
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("CapEff:"))
+            .and_then(|c| u64::from_str_radix(c.trim(), 16).ok())
+            .is_some_and(|caps| caps & (1 << CAP_FSETID) != 0)
     }
 
     /// The count of fsync requests, readable while the session runs.
@@ -399,6 +461,17 @@ impl Filesystem for Volume {
                 tracing::info!("the kernel does not offer {flag:?}");
             }
         }
+        // KILLPRIV_V2: the kernel stops asking for `security.capability` before every write
+        // (it marks the mount SB_NOSEC) and stops refreshing the mode before a chown; we
+        // remove what Linux removes ourselves (`kill_privileges`).
+        if config
+            .add_capabilities(InitFlags::FUSE_HANDLE_KILLPRIV_V2)
+            .is_ok()
+        {
+            self.killpriv.store(true, Ordering::Relaxed);
+        } else {
+            tracing::info!("the kernel does not offer FUSE_HANDLE_KILLPRIV_V2");
+        }
         Ok(())
     }
 
@@ -485,6 +558,14 @@ impl Filesystem for Volume {
             }
             if size.is_some() {
                 self.drop_sgid(req, ino, nid);
+                // Truncation: the kernel leaves it to us to judge the caller (fuser 0.18
+                // does not pass FATTR_KILL_SUIDGID).
+                self.kill_privileges(ino, nid, !Self::may_keep_set_id(req));
+            }
+            if uid.is_some() || gid.is_some() {
+                // A change of owner takes set-user-ID (and group-executable set-group-ID)
+                // from anyone, root included, as chown(2) does on Linux.
+                self.kill_privileges(ino, nid, true);
             }
             self.attr(nid)
         };
@@ -682,7 +763,7 @@ impl Filesystem for Volume {
         _fh: FileHandle,
         offset: u64,
         data: &[u8],
-        _write_flags: WriteFlags,
+        write_flags: WriteFlags,
         _flags: OpenFlags,
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
@@ -691,6 +772,12 @@ impl Filesystem for Volume {
         match self.fs.write(nid, offset, data) {
             Ok(n) => {
                 self.drop_sgid(req, ino, nid);
+                // The kernel judged the writer (CAP_FSETID) and says so in the flags.
+                self.kill_privileges(
+                    ino,
+                    nid,
+                    write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID),
+                );
                 reply.written(n as u32);
             }
             Err(e) => reply.error(errno(e)),
@@ -1007,6 +1094,7 @@ impl Filesystem for Volume {
             .map_err(errno);
         if r.is_ok() {
             self.drop_sgid(req, ino, nid);
+            self.kill_privileges(ino, nid, !Self::may_keep_set_id(req));
         }
         done(reply, r)
     }
