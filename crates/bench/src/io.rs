@@ -80,6 +80,11 @@ pub struct IoArgs {
     /// Workloads to run (names as in the table; default all).
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
+    /// Rounds: every workload runs this many times on each target, rounds interleaved; the
+    /// table shows medians, the JSON every value (the backing storage here varies a lot from
+    /// one minute to the next).
+    #[arg(long, default_value_t = 1)]
+    runs: usize,
     /// Options for `uf2fs mount -o`.
     #[arg(long, default_value = "")]
     mount_opts: String,
@@ -171,6 +176,9 @@ const FIO_JOBS: [FioJob; 10] = [
 ];
 
 const TREE_JOBS: [&str; 4] = ["tar-x", "cp-a", "find-stat", "rm-rf"];
+
+/// Every round's measurement of one workload, by target.
+type Rounds = Vec<(Target, Vec<Cell>)>;
 
 /// One measurement.
 #[derive(Clone)]
@@ -484,6 +492,18 @@ impl Bench<'_> {
     }
 }
 
+/// The median round of a cell (by value), with every round's value and the highest peak RSS.
+fn median_cell(mut got: Vec<Cell>) -> Cell {
+    got.sort_by(|x, y| x.value.total_cmp(&y.value));
+    let values: Vec<f64> = got.iter().map(|c| c.value).collect();
+    let peak = got.iter().filter_map(|c| c.peak_rss_kib).max();
+    let mid = got.len() / 2;
+    let mut cell = got.swap_remove(mid);
+    cell.peak_rss_kib = peak;
+    cell.detail = json!({ "median_round": cell.detail, "values": values });
+    cell
+}
+
 /// Resets this process's `VmHWM` (Linux: writing 5 to clear_refs).
 fn reset_own_peak() {
     let _ = std::fs::write("/proc/self/clear_refs", "5");
@@ -750,17 +770,52 @@ fn measure_all(b: &Bench) -> Res<()> {
         .chain(TREE_JOBS)
         .filter(|n| a.only.is_empty() || a.only.iter().any(|o| o == n))
         .collect();
-    let mut rows: Vec<(String, Vec<(Target, Cell)>)> = Vec::new();
-    for name in &names {
-        let mut cells = Vec::new();
-        for &t in &a.targets {
-            eprint!("io: {name} on {} ... ", t.name());
-            let cell = b.measure(t, name)?;
+    // Rounds are interleaved: a fio workload runs its rounds one after another (each target
+    // in turn), the tree workloads run as a sequence per round (tar -x, cp -a, find, rm -rf:
+    // each needs the one before).
+    let mut got: Vec<(String, Rounds)> = names
+        .iter()
+        .map(|n| {
+            (
+                n.to_string(),
+                a.targets.iter().map(|&t| (t, Vec::new())).collect(),
+            )
+        })
+        .collect();
+    let mut run_one = |name: &str, round: usize| -> Res<()> {
+        let Some((_, cells)) = got.iter_mut().find(|(n, _)| n == name) else {
+            return Ok(());
+        };
+        for (t, v) in cells.iter_mut() {
+            eprint!("io: {name} on {} (round {}) ... ", t.name(), round + 1);
+            let cell = b.measure(*t, name)?;
             eprintln!("{:.2}", cell.value);
-            cells.push((t, cell));
+            v.push(cell);
         }
-        rows.push((name.to_string(), cells));
+        Ok(())
+    };
+    let rounds = a.runs.max(1);
+    for job in FIO_JOBS.iter().filter(|j| names.contains(&j.name)) {
+        for round in 0..rounds {
+            run_one(job.name, round)?;
+        }
     }
+    for round in 0..rounds {
+        for name in TREE_JOBS.iter().filter(|n| names.contains(n)) {
+            run_one(name, round)?;
+        }
+    }
+    let rows: Vec<(String, Vec<(Target, Cell)>)> = got
+        .into_iter()
+        .map(|(n, cells)| {
+            let cells = cells
+                .into_iter()
+                .filter(|(_, v)| !v.is_empty())
+                .map(|(t, v)| (t, median_cell(v)))
+                .collect();
+            (n, cells)
+        })
+        .collect();
     print_and_save(b, &rows, files, bytes)
 }
 
@@ -772,10 +827,11 @@ fn print_and_save(
 ) -> Res<()> {
     let a = b.a;
     println!(
-        "I/O path: fio file {} MiB, random runs {} s, tree of {files} files ({:.0} MiB); caches dropped before each; fio in MiB/s (higher is better), tree in seconds (lower is better)",
+        "I/O path: fio file {} MiB, random runs {} s, tree of {files} files ({:.0} MiB); caches dropped before each; medians of {} rounds; fio in MiB/s (higher is better), tree in seconds (lower is better)",
         a.size,
         a.runtime,
-        bytes as f64 / 1048576.0
+        bytes as f64 / 1048576.0,
+        a.runs.max(1)
     );
     let mut head = format!("{:<20}", "workload");
     for t in &a.targets {
@@ -859,6 +915,7 @@ fn print_and_save(
         "benchmark": "io",
         "fio_file_mib": a.size,
         "random_runtime_s": a.runtime,
+        "runs": a.runs.max(1),
         "tree_files": files,
         "tree_bytes": bytes,
         "mount_opts": a.mount_opts,
