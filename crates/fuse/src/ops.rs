@@ -884,9 +884,8 @@ impl Filesystem for Volume {
             Ok(l) => l,
             Err(e) => return reply.error(e),
         };
-        let dir = self.nid(ino);
         for (i, (name, nid, kind)) in listing.iter().enumerate().skip(offset as usize) {
-            let (mut fattr, generation, ttl) = match self.fs.getattr_shared(*nid) {
+            let (fattr, generation, ttl) = match self.fs.getattr_shared(*nid) {
                 Ok(a) => (to_fuse_attr(&a), a.generation, TTL),
                 // Gone since the listing was taken (unlinked by someone else): as a later
                 // readdir would, leave it out.
@@ -896,11 +895,9 @@ impl Filesystem for Volume {
                 // error. One bad inode must not hide its whole directory.
                 Err(_) => (unreadable_attr(*nid, *kind), 0, Duration::ZERO),
             };
-            if *nid == self.fs.root_ino() && (name.as_slice() == b".." || dir == *nid) {
-                // The root is FUSE's node 1 ("." and ".." are not looked up by the kernel,
-                // but their attributes must not name a second root).
-                fattr.ino = INodeNo(1);
-            }
+            // "." and ".." carry the same numbers as in READDIR (the kernel does not look them
+            // up; it may read a directory with either request, and a reader that seeks back
+            // must see the same entries: fstests generic/257).
             if reply.add(
                 fattr.ino,
                 i as u64 + 1,
