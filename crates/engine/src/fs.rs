@@ -234,8 +234,8 @@ impl Fs {
             nat,
             nodes: Nodes::new(),
             inodes: Mutex::new(HashMap::new()),
-            inode_cap: Options::default().cache_split().2,
-            dirty_budget: Options::default().dirty_budget(),
+            inode_cap: crate::cache::CacheCaps::default_caps().inodes,
+            dirty_budget: crate::cache::CacheCaps::default_caps().dirty,
             inode_epoch: std::sync::atomic::AtomicU64::new(0),
             sit_journal: m.sit_journal,
             orphans: m.orphans,
@@ -403,11 +403,11 @@ impl Fs {
     /// Sets how new files are laid out from now on.
     pub fn set_options(&mut self, options: Options) {
         self.vol.options = options;
-        let (nodes, nat, inodes) = options.cache_split();
-        self.vol.nodes.set_cache_cap(nodes);
-        self.vol.nat.set_cache_cap(nat);
-        self.vol.inode_cap = inodes;
-        self.vol.dirty_budget = options.dirty_budget();
+        let caps = options.cache_caps();
+        self.vol.nodes.set_cache_cap(caps.nodes);
+        self.vol.nat.set_cache_cap(caps.nat);
+        self.vol.inode_cap = caps.inodes;
+        self.vol.dirty_budget = caps.dirty;
     }
 
     pub fn options(&self) -> Options {

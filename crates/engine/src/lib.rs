@@ -8,6 +8,7 @@
 //! by the format layer before use. The SIT is read only when asked for (`info`), so that a
 //! damaged SIT does not keep files from being read.
 
+mod cache;
 mod change;
 mod check;
 mod data;
@@ -25,6 +26,7 @@ mod status;
 pub mod victim;
 mod vol;
 
+pub use cache::{DEFAULT_CACHE_BYTES, MIN_CACHE_BYTES};
 pub use check::CheckReport;
 pub use error::{Error, Result};
 pub use fs::{type_name, Attr, DirEntry, StatFs, WalkItem};
@@ -39,7 +41,7 @@ pub use space::sit::SegmentUsage;
 pub use space::Policy as GcPolicy;
 pub use status::{CheckpointStats, IoStats, Status};
 pub use uf2fs_format::geometry::Geometry;
-pub use vol::{BackgroundGc, Extent, Fs, FsyncMode, Options, DEFAULT_CACHE_BYTES, MIN_CACHE_BYTES};
+pub use vol::{BackgroundGc, Extent, Fs, FsyncMode, Options};
 
 pub use uf2fs_device;
 pub use uf2fs_format::inode::{FileType, Inode, Time};

@@ -116,13 +116,6 @@ pub struct Options {
     pub cache_bytes: u64,
 }
 
-/// The caches' default bound: 64 MiB, for a small machine.
-pub const DEFAULT_CACHE_BYTES: u64 = 64 << 20;
-/// The smallest bound `cache_size` accepts.
-pub const MIN_CACHE_BYTES: u64 = 4 << 20;
-/// Memory one cached inode takes (its block and the parse), for the inode cache's share.
-const INODE_CACHE_ENTRY_BYTES: u64 = 4608;
-
 /// The kernel's `background_gc`: whether a thread cleans ahead of need.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -158,26 +151,15 @@ impl Default for Options {
             gc_policy: crate::space::Policy::CostBenefit,
             gc_node_penalty: true,
             background_gc: BackgroundGc::On,
-            cache_bytes: DEFAULT_CACHE_BYTES,
+            cache_bytes: crate::cache::DEFAULT_CACHE_BYTES,
         }
     }
 }
 
 impl Options {
-    /// Dirty node blocks this bound allows before a checkpoint (at least 1024: 4 MiB).
-    pub(crate) fn dirty_budget(&self) -> usize {
-        (self.cache_bytes.max(MIN_CACHE_BYTES) / uf2fs_format::BLOCK_SIZE as u64) as usize
-    }
-
-    /// The caches' sizes this bound gives: (node blocks, NAT blocks, inodes).
-    pub(crate) fn cache_split(&self) -> (usize, usize, usize) {
-        let bytes = self.cache_bytes.max(MIN_CACHE_BYTES);
-        let block = uf2fs_format::BLOCK_SIZE as u64;
-        (
-            (bytes / 2 / block) as usize,
-            (bytes / 4 / block) as usize,
-            (bytes / 4 / INODE_CACHE_ENTRY_BYTES) as usize,
-        )
+    /// What `cache_bytes` gives each cache.
+    pub(crate) fn cache_caps(&self) -> crate::cache::CacheCaps {
+        crate::cache::CacheCaps::for_bytes(self.cache_bytes)
     }
 }
 

@@ -43,7 +43,7 @@ impl Nodes {
     pub fn new() -> Nodes {
         Nodes {
             cache: Mutex::new(HashMap::new()),
-            cache_cap: crate::vol::Options::default().cache_split().0,
+            cache_cap: crate::cache::CacheCaps::default_caps().nodes,
             epoch: std::sync::atomic::AtomicU64::new(0),
             dirty: Mutex::new(BTreeMap::new()),
             gc_only: Mutex::new(std::collections::HashSet::new()),

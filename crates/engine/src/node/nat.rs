@@ -79,7 +79,7 @@ impl Nat {
         Nat {
             layout,
             inner: Mutex::new(inner),
-            cache_cap: crate::vol::Options::default().cache_split().1,
+            cache_cap: crate::cache::CacheCaps::default_caps().nat,
         }
     }
 
