@@ -29,6 +29,21 @@ fn uf2fs(args: &[&std::ffi::OsStr]) -> String {
     run(Command::new(bin()).args(args))
 }
 
+/// Runs `sh -c WHAT sh FILE` as nobody (uid and gid 65534, no other groups).
+fn as_nobody(what: &str, f: &Path) {
+    run(Command::new("setpriv")
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "sh",
+            "-c",
+        ])
+        .arg(what)
+        .arg("sh")
+        .arg(f));
+}
+
 fn mkfs(img: &Path, size: &str) {
     uf2fs(&[
         "mkfs".as_ref(),
@@ -591,19 +606,6 @@ fn a_write_by_someone_outside_the_group_drops_set_group_id() {
     mkfs(&img, "128M");
     let m = Mount::new(&bin(), &img, &dir.join("mnt"), &["allow_other"]);
     std::fs::set_permissions(&m.dir, std::fs::Permissions::from_mode(0o777)).unwrap();
-    let as_nobody = |what: &str, f: &Path| {
-        run(Command::new("setpriv")
-            .args([
-                "--reuid=65534",
-                "--regid=65534",
-                "--clear-groups",
-                "sh",
-                "-c",
-            ])
-            .arg(what)
-            .arg("sh")
-            .arg(f));
-    };
     for (mode, want, what) in [
         (0o2666, 0o666, "printf x >> \"$1\""),
         (0o6766, 0o766, "truncate -s 1 \"$1\""),
@@ -808,19 +810,6 @@ fn changing_a_file_removes_set_id_bits_and_capabilities_as_linux_does() {
     mkfs(&img, "128M");
     let m = Mount::new(&bin(), &img, &dir.join("mnt"), &["allow_other"]);
     std::fs::set_permissions(&m.dir, std::fs::Permissions::from_mode(0o777)).unwrap();
-    let as_nobody = |what: &str, f: &Path| {
-        run(Command::new("setpriv")
-            .args([
-                "--reuid=65534",
-                "--regid=65534",
-                "--clear-groups",
-                "sh",
-                "-c",
-            ])
-            .arg(what)
-            .arg("sh")
-            .arg(f));
-    };
     let mode = |f: &Path| std::fs::metadata(f).unwrap().mode() & 0o7777;
     // (starting mode, what nobody does, the mode after)
     for (start, what, want) in [
