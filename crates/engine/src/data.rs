@@ -26,7 +26,7 @@ pub(crate) struct Runs {
 }
 
 /// The most bytes one run holds (one device request).
-const MAX_RUN: usize = 4 << 20;
+const MAX_RUN: usize = 1 << 20;
 
 impl Runs {
     /// Runs for about `blocks` blocks.
@@ -35,6 +35,15 @@ impl Runs {
             runs: Vec::new(),
             expect: blocks,
         }
+    }
+
+    /// The runs of blocks held by address.
+    pub fn of(writes: &BTreeMap<u32, Block>) -> Runs {
+        let mut runs = Runs::with_capacity(writes.len());
+        for (addr, b) in writes {
+            runs.push(*addr, b);
+        }
+        runs
     }
 
     /// Appends `data` (at most one block; a shorter one is padded with zeros) at `addr`,
@@ -204,18 +213,7 @@ pub(crate) fn land(
 
 /// Blocks by address as runs of contiguous addresses (1 MiB at most each): (start, bytes).
 pub(crate) fn runs(writes: &BTreeMap<u32, Block>) -> Vec<(u32, Vec<u8>)> {
-    let mut out: Vec<(u32, Vec<u8>)> = Vec::new();
-    let mut last: Option<u32> = None;
-    for (addr, b) in writes {
-        match out.last_mut() {
-            Some((_, run)) if last.is_some_and(|l| l + 1 == *addr) && run.len() < (1 << 20) => {
-                run.extend_from_slice(b);
-            }
-            _ => out.push((*addr, b.to_vec())),
-        }
-        last = Some(*addr);
-    }
-    out
+    Runs::of(writes).runs
 }
 
 /// Writes blocks in runs of contiguous addresses, one request each.
@@ -224,9 +222,5 @@ pub(crate) fn write_runs(
     writes: &BTreeMap<u32, Block>,
     cause: IoCause,
 ) -> Result<()> {
-    for (start, run) in runs(writes) {
-        dev.write_blocks(u64::from(start), &run, cause)
-            .map_err(|e| Error::io(format!("blocks at {start}"), e))?;
-    }
-    Ok(())
+    Runs::of(writes).write(dev, cause)
 }
