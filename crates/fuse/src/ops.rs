@@ -28,7 +28,16 @@ use crate::options::{Atime, MountOptions};
 /// locked), and every change goes through it, so the kernel's copy stays right.
 const TTL: Duration = Duration::from_secs(1);
 
-/// The xattr of a file capability, removed when the file changes (see `kill_privileges`).
+/// When a change takes set-user-ID and set-group-ID away (see `Volume::strip_privileges`).
+#[derive(Clone, Copy)]
+enum KillSetId {
+    Always,
+    Never,
+    /// Unless the caller holds CAP_FSETID (read from /proc, only for a file that has a bit).
+    UnlessCallerHoldsFsetid,
+}
+
+/// The xattr of a file capability, removed when the file changes (see `strip_privileges`).
 const CAPABILITY: &[u8] = b"security.capability";
 
 /// Largest write the kernel may send in one request, and its readahead.
@@ -76,60 +85,53 @@ impl Volume {
         self.notifier.clone()
     }
 
-    /// After a write, fallocate or truncate by `req`: Linux's file systems drop set-group-ID
-    /// when the caller is neither root nor in the file's group, whether or not the file is
-    /// group-executable. FUSE's kernel side drops set-user-ID, and set-group-ID only on a
-    /// group-executable file; the other case is done here, and the kernel told that the
-    /// mode it caches is stale (attributes only: no page is touched).
-    fn drop_sgid(&self, req: &Request, ino: INodeNo, nid: u32) {
-        if req.uid() == 0 {
-            return;
-        }
+    /// After a change to a file's contents (write, truncate, fallocate) or owner made by
+    /// `req`, what Linux takes away, in one pass over the inode:
+    /// - when `outsider`: set-group-ID if the caller is neither root nor in the file's group,
+    ///   whether or not the file is group-executable (Linux's rule for its own file systems;
+    ///   FUSE's kernel side drops it only on a group-executable file);
+    /// - with `FUSE_HANDLE_KILLPRIV_V2`, which leaves these to us: the file capability
+    ///   (`security.capability`) always, and set-user-ID and, on a group-executable file,
+    ///   set-group-ID as `kill` says. Directories keep theirs.
+    ///
+    /// The kernel is told that the mode it caches is stale (attributes only: no page is
+    /// touched); a setattr's reply carries the new one anyway.
+    fn strip_privileges(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        nid: u32,
+        outsider: bool,
+        kill: KillSetId,
+    ) {
         let Ok(a) = self.fs.getattr(nid) else { return };
-        if a.file_type != FileType::Regular
-            || a.perm & 0o2010 != 0o2000
-            || Self::in_group(req, a.gid)
+        let mut perm = a.perm;
+        if outsider
+            && req.uid() != 0
+            && a.file_type == FileType::Regular
+            && a.perm & 0o2010 == 0o2000
+            && !Self::in_group(req, a.gid)
         {
-            return;
+            perm &= !0o2000;
         }
-        match self
-            .fs
-            .set_attr(nid, Some(a.perm & !0o2000), None, None, None)
-        {
-            Ok(()) => {
-                if let Some(n) = self.notifier.get() {
-                    if let Err(e) = n.inval_inode(ino, -1, 0) {
-                        tracing::debug!("invalidating the attributes of {nid}: {e}");
-                    }
+        if self.killpriv.load(Ordering::Relaxed) && a.file_type != FileType::Directory {
+            if self.fs.getxattr(nid, CAPABILITY).is_ok() {
+                if let Err(e) = self.fs.removexattr(nid, CAPABILITY) {
+                    tracing::debug!("removing the file capability of {nid}: {e}");
                 }
             }
-            Err(e) => tracing::debug!("dropping set-group-ID of {nid}: {e}"),
-        }
-    }
-
-    /// What Linux removes when a file's contents or owner change, removed here since the
-    /// kernel leaves it to us (`FUSE_HANDLE_KILLPRIV_V2`): the file capability
-    /// (`security.capability`) always, and when `suid_sgid`, set-user-ID and, on a
-    /// group-executable file, set-group-ID. Directories keep theirs. The kernel is told that
-    /// the mode it caches is stale; the caller's reply (setattr) carries the new one anyway.
-    fn kill_privileges(&self, ino: INodeNo, nid: u32, suid_sgid: bool) {
-        if !self.killpriv.load(Ordering::Relaxed) {
-            return;
-        }
-        let Ok(a) = self.fs.getattr(nid) else { return };
-        if a.file_type == FileType::Directory {
-            return;
-        }
-        if self.fs.getxattr(nid, CAPABILITY).is_ok() {
-            if let Err(e) = self.fs.removexattr(nid, CAPABILITY) {
-                tracing::debug!("removing the file capability of {nid}: {e}");
-            }
-        }
-        let mut perm = a.perm;
-        if suid_sgid {
-            perm &= !0o4000;
-            if perm & 0o010 != 0 {
-                perm &= !0o2000;
+            let kill = match kill {
+                KillSetId::Always => true,
+                KillSetId::Never => false,
+                KillSetId::UnlessCallerHoldsFsetid => {
+                    perm & 0o6000 != 0 && !Self::holds_fsetid(req)
+                }
+            };
+            if kill {
+                perm &= !0o4000;
+                if perm & 0o010 != 0 {
+                    perm &= !0o2000;
+                }
             }
         }
         if perm == a.perm {
@@ -147,17 +149,22 @@ impl Volume {
         }
     }
 
-    /// Whether the caller of `req` holds CAP_FSETID (bit 4 of `CapEff` in /proc/PID/status),
-    /// which lets it change a file without losing set-user-ID and set-group-ID. A caller we
-    /// cannot look up is taken not to hold it: the bits go, as for any unprivileged writer.
-    fn may_keep_set_id(req: &Request) -> bool {
-        const CAP_FSETID: u32 = 4;
-        let Ok(status) = std::fs::read_to_string(format!("/proc/{}/status", req.pid())) else {
-            return false;
-        };
+    /// The value after `key` (such as `Groups:` or `CapEff:`) in the caller's
+    /// /proc/PID/status: what FUSE does not pass (supplementary groups, capabilities).
+    fn caller_status(req: &Request, key: &str) -> Option<String> {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", req.pid())).ok()?;
         status
             .lines()
-            .find_map(|l| l.strip_prefix("CapEff:"))
+            .find_map(|l| l.strip_prefix(key))
+            .map(str::to_owned)
+    }
+
+    /// Whether the caller of `req` holds CAP_FSETID (bit 4 of `CapEff`), which lets it change
+    /// a file without losing set-user-ID and set-group-ID. A caller we cannot look up is
+    /// taken not to hold it: the bits go, as for any unprivileged writer.
+    fn holds_fsetid(req: &Request) -> bool {
+        const CAP_FSETID: u32 = 4;
+        Self::caller_status(req, "CapEff:")
             .and_then(|c| u64::from_str_radix(c.trim(), 16).ok())
             .is_some_and(|caps| caps & (1 << CAP_FSETID) != 0)
     }
@@ -264,12 +271,7 @@ impl Volume {
         if req.uid() == 0 || req.gid() == gid {
             return true;
         }
-        let Ok(status) = std::fs::read_to_string(format!("/proc/{}/status", req.pid())) else {
-            return false;
-        };
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix("Groups:"))
+        Self::caller_status(req, "Groups:")
             .is_some_and(|g| g.split_whitespace().any(|x| x.parse() == Ok(gid)))
     }
 
@@ -463,7 +465,7 @@ impl Filesystem for Volume {
         }
         // KILLPRIV_V2: the kernel stops asking for `security.capability` before every write
         // (it marks the mount SB_NOSEC) and stops refreshing the mode before a chown; we
-        // remove what Linux removes ourselves (`kill_privileges`).
+        // remove what Linux removes ourselves (`strip_privileges`).
         if config
             .add_capabilities(InitFlags::FUSE_HANDLE_KILLPRIV_V2)
             .is_ok()
@@ -556,16 +558,17 @@ impl Filesystem for Volume {
                     self.fs.setxattr(nid, acl::ACCESS, &a, 0).map_err(errno)?;
                 }
             }
-            if size.is_some() {
-                self.drop_sgid(req, ino, nid);
-                // Truncation: the kernel leaves it to us to judge the caller (fuser 0.18
-                // does not pass FATTR_KILL_SUIDGID).
-                self.kill_privileges(ino, nid, !Self::may_keep_set_id(req));
-            }
-            if uid.is_some() || gid.is_some() {
+            if size.is_some() || uid.is_some() || gid.is_some() {
                 // A change of owner takes set-user-ID (and group-executable set-group-ID)
-                // from anyone, root included, as chown(2) does on Linux.
-                self.kill_privileges(ino, nid, true);
+                // from anyone, root included, as chown(2) does on Linux; for a truncation
+                // the kernel leaves it to us to judge the caller (fuser 0.18 does not pass
+                // FATTR_KILL_SUIDGID).
+                let kill = if uid.is_some() || gid.is_some() {
+                    KillSetId::Always
+                } else {
+                    KillSetId::UnlessCallerHoldsFsetid
+                };
+                self.strip_privileges(req, ino, nid, size.is_some(), kill);
             }
             self.attr(nid)
         };
@@ -771,13 +774,13 @@ impl Filesystem for Volume {
         let nid = self.nid(ino);
         match self.fs.write(nid, offset, data) {
             Ok(n) => {
-                self.drop_sgid(req, ino, nid);
                 // The kernel judged the writer (CAP_FSETID) and says so in the flags.
-                self.kill_privileges(
-                    ino,
-                    nid,
-                    write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID),
-                );
+                let kill = if write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID) {
+                    KillSetId::Always
+                } else {
+                    KillSetId::Never
+                };
+                self.strip_privileges(req, ino, nid, true, kill);
                 reply.written(n as u32);
             }
             Err(e) => reply.error(errno(e)),
@@ -1090,8 +1093,7 @@ impl Filesystem for Volume {
             .fallocate(nid, mode as u32, offset, length)
             .map_err(errno);
         if r.is_ok() {
-            self.drop_sgid(req, ino, nid);
-            self.kill_privileges(ino, nid, !Self::may_keep_set_id(req));
+            self.strip_privileges(req, ino, nid, true, KillSetId::UnlessCallerHoldsFsetid);
         }
         done(reply, r)
     }
