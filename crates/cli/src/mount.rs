@@ -39,14 +39,8 @@ pub fn mount(a: Args<'_>) -> CliResult {
         return uf2fs_fuse::serve(a.image, a.mountpoint, opts, log, |st| {
             logging::switch(&st.log, dest)?;
             eprintln!(
-                "uf2fs: serving {} on {} ({}); Ctrl-C or fusermount3 -u unmounts",
-                st.image.display(),
-                st.mountpoint.display(),
-                if st.volume.writable {
-                    "read-write"
-                } else {
-                    "read-only"
-                }
+                "uf2fs: serving {}; Ctrl-C or fusermount3 -u unmounts",
+                serving(st)
             );
             Ok(())
         })
@@ -106,18 +100,22 @@ fn detach(st: &MountStatus, dest: Option<logging::Dest>) -> std::io::Result<()> 
     out.flush()?;
     let null = std::fs::OpenOptions::new().write(true).open("/dev/null")?;
     rustix::stdio::dup2_stdout(&null)?;
-    tracing::info!(
-        "serving {} on {} ({}), pid {}",
+    tracing::info!("serving {}, pid {}", serving(st), st.pid);
+    Ok(())
+}
+
+/// "IMAGE on MOUNTPOINT (read-write)": what a live mount serves, for its first log line.
+fn serving(st: &MountStatus) -> String {
+    format!(
+        "{} on {} ({})",
         st.image.display(),
         st.mountpoint.display(),
         if st.volume.writable {
             "read-write"
         } else {
             "read-only"
-        },
-        st.pid
-    );
-    Ok(())
+        }
+    )
 }
 
 pub fn umount(mountpoint: &Path) -> CliResult {
