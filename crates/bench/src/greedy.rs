@@ -36,7 +36,7 @@ pub fn waf(segments: u32, blocks: u32, utilisation: f64) -> Result<f64, String> 
         ));
     }
     let mut log = Log::new(segments, blocks, live as u32);
-    let mut rng = SplitMix(0x05ee_d0f6_eed1);
+    let mut rng = crate::splitmix::SplitMix(0x05ee_d0f6_eed1);
     for _ in 0..live * WARM_UP {
         log.overwrite(rng.below(live) as u32)?;
     }
@@ -46,23 +46,6 @@ pub fn waf(segments: u32, blocks: u32, utilisation: f64) -> Result<f64, String> 
     }
     let user = (log.user - user0) as f64;
     Ok((user + (log.moved - moved0) as f64) / user)
-}
-
-/// splitmix64: small, fast, and good enough to draw addresses.
-struct SplitMix(u64);
-
-impl SplitMix {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-    /// Uniform in 0..n (n > 0); the modulo bias is below 2^-40 for the sizes used here.
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
 }
 
 struct Log {

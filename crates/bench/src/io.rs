@@ -38,6 +38,7 @@ use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 use uf2fs_engine::{Fs, NewInode};
+use uf2fs_testkit::Rng;
 
 type Res<T> = Result<T, String>;
 
@@ -235,24 +236,9 @@ fn peak_rss(pid: &str) -> Option<u64> {
         .ok()
 }
 
-/// A small deterministic generator (xorshift64*), so that every run builds the same tree.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-}
-
 /// The small-file tree: 100 directories in two levels, `files` files, most under 16 KiB.
 fn make_tree(src: &Path, files: usize) -> Res<(usize, u64)> {
-    let mut rng = Rng(0x1234_5678_9abc_def1);
+    let mut rng = Rng::from_state(0x1234_5678_9abc_def1);
     let mut bytes = 0;
     let mut buf = vec![0u8; 256 << 10];
     for (i, b) in buf.iter_mut().enumerate() {
@@ -301,6 +287,9 @@ impl Bench<'_> {
     }
 
     fn umount_uf2fs(&self) -> Res<()> {
+        if !self.a.targets.contains(&Target::Uf2fs) {
+            return Ok(());
+        }
         let mnt = self.root(Target::Uf2fs)?;
         sh(&format!(
             "mountpoint -q {m} && {u} umount {m} || true",
@@ -535,9 +524,8 @@ fn engine_job(b: &Bench, name: &str) -> Res<Cell> {
         let size = b.a.size << 20;
         let bytes = match job.rw {
             "write" => {
-                if let Ok(old) = fs.lookup(root, b"fio.dat") {
+                if fs.lookup(root, b"fio.dat").is_ok() {
                     eng(fs.unlink(root, b"fio.dat"), "unlink")?;
-                    let _ = old;
                     eng(fs.sync(), "sync")?;
                 }
                 let started = Instant::now();
@@ -581,7 +569,7 @@ fn engine_job(b: &Bench, name: &str) -> Res<Cell> {
                     for t in 0..job.threads {
                         let (fs, stop, done, failed) = (&fs, &stop, &done, &failed);
                         s.spawn(move || {
-                            let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ u64::from(t + 1));
+                            let mut rng = Rng::from_state(0x9e37_79b9_7f4a_7c15 ^ u64::from(t + 1));
                             let mut buf = vec![0x3cu8; job.bs as usize];
                             while !stop.load(Ordering::Relaxed) {
                                 let off = rng.below(blocks) * job.bs;

@@ -31,6 +31,7 @@
 
 mod greedy;
 mod io;
+mod splitmix;
 mod victim_pick;
 
 use clap::{Parser, Subcommand};

@@ -22,30 +22,14 @@ use std::hint::black_box;
 use std::path::Path;
 use uf2fs_engine::victim::{Atgc, Kind, PickOptions, Policy, VictimIndex};
 
-/// splitmix64: a fixed, seedable sequence (the benchmark must not depend on a crate for
-/// random numbers, and runs must be repeatable).
-struct Rng(u64);
+use crate::splitmix::SplitMix as Rng;
 
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform enough in `0..n` for a benchmark (`n > 0`).
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-
-    fn kind(&mut self) -> Kind {
-        if self.below(4) == 0 {
-            Kind::Node
-        } else {
-            Kind::Data
-        }
+/// A section kind as the layouts draw them: a quarter node sections.
+fn kind(rng: &mut Rng) -> Kind {
+    if rng.below(4) == 0 {
+        Kind::Node
+    } else {
+        Kind::Data
     }
 }
 
@@ -91,7 +75,7 @@ fn fill(
     for sec in 0..sections {
         let (kind, valid, mtime) = match layout {
             Layout::Random => (
-                rng.kind(),
+                kind(rng),
                 1 + rng.below(u64::from(cap) - 1) as u32,
                 rng.below(clock),
             ),
@@ -168,7 +152,7 @@ fn time_updates(
     let watch = Stopwatch::start();
     for _ in 0..iters {
         let sec = rng.below(sections) as u32;
-        let kind = rng.kind();
+        let kind = kind(rng);
         let valid = 1 + rng.below(u64::from(cap) - 1) as u32;
         *now += 1;
         let _ = black_box(ix.set(sec, kind, valid, *now));

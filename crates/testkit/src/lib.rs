@@ -138,6 +138,10 @@ impl Rng {
     pub fn new(seed: u64) -> Rng {
         Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
     }
+    /// A generator in exactly this state (nonzero), for a sequence fixed elsewhere.
+    pub fn from_state(state: u64) -> Rng {
+        Rng(state.max(1))
+    }
     pub fn next_u64(&mut self) -> u64 {
         self.0 ^= self.0 >> 12;
         self.0 ^= self.0 << 25;
