@@ -765,6 +765,7 @@ fn reads_after_a_reopen_see_every_change_made_through_the_mount() {
     std::fs::rename(&g, &f).unwrap();
     assert_eq!(read_all(), vec![0xeeu8; 5000], "after a rename over it");
     m.umount();
+    fsck_both(&img);
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -790,6 +791,7 @@ fn root_mounts_read_ahead_a_mib() {
     let kb = std::fs::read_to_string(format!("/sys/class/bdi/{dev}/read_ahead_kb")).unwrap();
     assert_eq!(kb.trim(), "1024", "read_ahead_kb of {dev}");
     m.umount();
+    fsck_both(&img);
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -874,5 +876,6 @@ fn changing_a_file_removes_set_id_bits_and_capabilities_as_linux_does() {
         "the capability goes on a chown"
     );
     m.umount();
+    fsck_both(&img);
     let _ = std::fs::remove_dir_all(&dir);
 }
