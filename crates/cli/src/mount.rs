@@ -260,7 +260,10 @@ fn print_status(out: &mut impl Write, v: &Value) -> std::io::Result<()> {
     writeln!(
         out,
         "gc:           policy {}: {} sections cleaned ({} foreground, {} background, {} requested; {} data, {} node victims), {} freed",
-        v.pointer("/gc/policy").and_then(Value::as_str).unwrap_or("-"),
+        v.pointer("/gc/policy")
+            .and_then(Value::as_str)
+            .filter(|p| !p.is_empty())
+            .unwrap_or("-"),
         n("/gc/foreground_runs") + n("/gc/background_runs") + n("/gc/requested_runs"),
         n("/gc/foreground_runs"),
         n("/gc/background_runs"),
@@ -279,6 +282,19 @@ fn print_status(out: &mut impl Write, v: &Value) -> std::io::Result<()> {
         n("/gc/worst_wait_us") / 1000,
         n("/gc/longest_section_us") / 1000
     )?;
+    if v.pointer("/gc/mode")
+        .and_then(Value::as_str)
+        .is_some_and(|m| !m.is_empty())
+    {
+        writeln!(
+            out,
+            "allocation:   mode {}: {} blocks into the holes of {} used segments, {} rewritten in place",
+            v.pointer("/gc/mode").and_then(Value::as_str).unwrap_or("-"),
+            n("/gc/ssr_blocks"),
+            n("/gc/ssr_segments"),
+            n("/gc/ipu_blocks")
+        )?;
+    }
     let (mut total, mut causes) = (0, Vec::new());
     if let Some(Value::Object(m)) = v.pointer("/io/written_blocks") {
         for (cause, c) in m {

@@ -158,6 +158,11 @@ impl Inflight {
             .collect()
     }
 
+    /// Whether a write of block `addr` is in flight.
+    pub fn holds(&self, addr: u32) -> bool {
+        self.lock().by_addr.contains_key(&addr)
+    }
+
     /// Waits until every batch has landed; returns the first write failure, if any.
     pub fn wait_all(&self) -> Option<String> {
         let mut s = self.lock();

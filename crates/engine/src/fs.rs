@@ -298,6 +298,7 @@ impl Fs {
             ws.cp.requests += 1;
             write_checkpoint(&fs.vol, &mut ws, false)?;
         }
+        fs.apply_alloc_mode();
         if !writable {
             fs.vol.write = None;
         }
@@ -408,6 +409,20 @@ impl Fs {
         self.vol.nat.set_cache_cap(caps.nat);
         self.vol.inode_cap = caps.inodes;
         self.vol.dirty_budget = caps.dirty;
+        self.apply_alloc_mode();
+    }
+
+    /// Lets data logs fill holes or not, as `mode` says (from mount on: the blocks no one may
+    /// overwrite are tracked in either mode).
+    fn apply_alloc_mode(&mut self) {
+        let adaptive = self.vol.options.mode == crate::vol::AllocMode::Adaptive;
+        if let Some(Ok(ws)) = self.vol.write.as_mut().map(|w| w.get_mut()) {
+            let below = crate::gc::slack_threshold(
+                u64::from(ws.segs.blocks_per_section()),
+                ws.segs.section_count(),
+            );
+            ws.segs.set_slack(adaptive, below);
+        }
     }
 
     pub fn options(&self) -> Options {

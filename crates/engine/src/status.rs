@@ -86,6 +86,12 @@ impl Fs {
                     crate::gc::GcStats {
                         policy: self.options().gc_policy.name(),
                         candidate_sections: ws.segs.candidates() as u64,
+                        mode: match self.options().mode {
+                            crate::vol::AllocMode::Adaptive => "adaptive",
+                            crate::vol::AllocMode::Lfs => "lfs",
+                        },
+                        ssr_segments: ws.segs.slack_counts().0,
+                        ssr_blocks: ws.segs.slack_counts().1,
                         ..ws.gc.stats.clone()
                     },
                 ))

@@ -82,6 +82,16 @@ impl Vol {
         Ok(b)
     }
 
+    /// Main segment `segno`'s block of the SSA, from the device.
+    pub(crate) fn read_ssa(&self, segno: u32) -> Result<Block> {
+        crate::mount::read_block(
+            &*self.dev,
+            u64::from(self.layout.ssa) + u64::from(segno),
+            IoCause::Meta,
+            "SSA block",
+        )
+    }
+
     /// Drops the cached parse of `ino` after a change to it (see `inode_epoch`).
     pub(crate) fn forget_inode(&self, ino: u32) {
         if let Ok(mut c) = self.inodes.lock() {
@@ -100,6 +110,8 @@ pub struct Options {
     pub inline_data: bool,
     /// New directories keep their first entries in the inode (`inline_dentry`).
     pub inline_dentry: bool,
+    /// Where data goes when free sections run short (`mode`).
+    pub mode: AllocMode,
     /// How fsync makes a file durable (`fsync_mode`).
     pub fsync_mode: FsyncMode,
     /// Concurrent checkpoint requests share one checkpoint (`checkpoint_merge`).
@@ -114,6 +126,18 @@ pub struct Options {
     /// The most memory the clean caches (node and NAT blocks, parsed inodes) take, in bytes
     /// (`cache_size`): half to node blocks, a quarter each to NAT blocks and inodes.
     pub cache_bytes: u64,
+}
+
+/// The kernel's `mode`: whether data may be written anywhere but at a log's end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AllocMode {
+    /// As Linux's default: when free sections run short, data logs fill the holes of used
+    /// data segments (slack space recycling), and a small write that its caller makes
+    /// durable at once (an `O_SYNC`/`O_DSYNC` handle) rewrites its blocks in place.
+    Adaptive,
+    /// Log-structured only: every block goes to a log's end, and the cleaner makes room.
+    Lfs,
 }
 
 /// The kernel's `background_gc`: whether a thread cleans ahead of need.
@@ -146,6 +170,7 @@ impl Default for Options {
         Options {
             inline_data: true,
             inline_dentry: true,
+            mode: AllocMode::Adaptive,
             fsync_mode: FsyncMode::Posix,
             checkpoint_merge: true,
             gc_policy: crate::space::Policy::CostBenefit,

@@ -13,7 +13,7 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use uf2fs_engine::{Fs, MkfsOptions};
+use uf2fs_engine::{AllocMode, Fs, GcStats, MkfsOptions, Options};
 use uf2fs_testkit::{assert_fsck_clean, scratch, Rng};
 
 const BS: usize = 4096;
@@ -31,8 +31,9 @@ fn image(dir: &Path, mib: u64, ovp: Option<f64>, segs_per_sec: u32) -> PathBuf {
 }
 
 /// Fills one file to `pct`% of the user space, then overwrites random blocks `passes` times
-/// the file's size (an fsync every `fsync_every` writes, 0 for none), checking every block
-/// against a model at the end and after a remount.
+/// the file's size (an fsync every `fsync_every` writes, 0 for none) in `mode=lfs`, where
+/// only the cleaner makes room, checking every block against a model at the end and after a
+/// remount.
 fn rewrite_nearly_full(
     name: &str,
     mib: u64,
@@ -42,9 +43,45 @@ fn rewrite_nearly_full(
     passes: u64,
     fsync_every: u64,
 ) {
+    let (gc, _) = rewrite_in_mode(
+        name,
+        AllocMode::Lfs,
+        mib,
+        ovp,
+        segs_per_sec,
+        pct,
+        passes,
+        fsync_every,
+    );
+    assert!(
+        gc.data_blocks_moved > 0 && gc.sections_freed > 0,
+        "the cleaner never ran: {gc:?}"
+    );
+}
+
+/// The rewrites of `rewrite_nearly_full` in `mode`; the cleaner's counters and the user
+/// blocks written.
+#[allow(
+    clippy::too_many_arguments,
+    reason = "one test shape, its knobs named at each call"
+)]
+fn rewrite_in_mode(
+    name: &str,
+    mode: AllocMode,
+    mib: u64,
+    ovp: Option<f64>,
+    segs_per_sec: u32,
+    pct: u64,
+    passes: u64,
+    fsync_every: u64,
+) -> (GcStats, u64) {
     let dir = scratch(name);
     let img = image(&dir, mib, ovp, segs_per_sec);
-    let fs = Fs::open_rw(&img).unwrap();
+    let mut fs = Fs::open_rw(&img).unwrap();
+    fs.set_options(Options {
+        mode,
+        ..fs.options()
+    });
     let st = fs.statfs();
     let blocks = st.blocks_avail * pct / 100;
     let ino = fs
@@ -75,10 +112,6 @@ fn rewrite_nearly_full(
     }
     let status = fs.status().unwrap();
     let gc = &status.gc;
-    assert!(
-        gc.data_blocks_moved > 0 && gc.sections_freed > 0,
-        "the cleaner never ran: {gc:?}"
-    );
     let check = |fs: &Fs| {
         let mut got = vec![0u8; model.len()];
         assert_eq!(fs.read(ino, 0, &mut got).unwrap(), model.len());
@@ -95,6 +128,42 @@ fn rewrite_nearly_full(
         "{name}: {writes} writes, gc {:?}, device blocks by cause {:?}",
         gc, status.io.written_blocks
     );
+    (status.gc, writes)
+}
+
+/// `mode=adaptive` (the default): with free sections short, rewrites go into the holes
+/// earlier rewrites left, so the cleaner has next to nothing to move, and every byte still
+/// reads back, before and after a remount, with fsck.f2fs clean.
+#[test]
+fn adaptive_rewrites_fill_holes_instead_of_moving_data() {
+    let (gc, writes) = rewrite_in_mode("gc-adaptive", AllocMode::Adaptive, 192, None, 1, 95, 2, 64);
+    assert_eq!(gc.mode, "adaptive");
+    assert!(
+        gc.ssr_segments > 0 && gc.ssr_blocks > writes / 2,
+        "rewrites did not go into holes: {gc:?}"
+    );
+    // In mode=lfs the same run moves about one block per rewrite (the test above).
+    assert!(
+        gc.data_blocks_moved < writes / 10,
+        "the cleaner moved {} blocks for {writes} rewrites: {gc:?}",
+        gc.data_blocks_moved
+    );
+}
+
+/// The same in sections of four segments, where holes are taken a segment at a time.
+#[test]
+fn adaptive_rewrites_in_multi_segment_sections() {
+    let (gc, writes) = rewrite_in_mode(
+        "gc-adaptive-sec",
+        AllocMode::Adaptive,
+        320,
+        None,
+        4,
+        90,
+        2,
+        0,
+    );
+    assert!(gc.ssr_blocks > writes / 2, "{gc:?}");
 }
 
 #[test]

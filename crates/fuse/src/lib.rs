@@ -98,6 +98,7 @@ pub fn serve(
     fs.set_options(uf2fs_engine::Options {
         inline_data: opts.inline_data,
         inline_dentry: opts.inline_dentry,
+        mode: opts.mode,
         fsync_mode: opts.fsync_mode,
         checkpoint_merge: opts.checkpoint_merge,
         gc_policy: opts.gc_policy,

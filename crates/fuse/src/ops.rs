@@ -767,12 +767,20 @@ impl Filesystem for Volume {
         offset: u64,
         data: &[u8],
         write_flags: WriteFlags,
-        _flags: OpenFlags,
+        flags: OpenFlags,
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
         let nid = self.nid(ino);
-        match self.fs.write(nid, offset, data) {
+        // A handle opened O_SYNC or O_DSYNC: the kernel sends an FSYNC right after, so the
+        // engine may rewrite a small write in place (mode=adaptive).
+        let dsync = rustix::fs::OFlags::DSYNC.bits() as i32;
+        let written = if flags.0 & dsync != 0 {
+            self.fs.write_synced(nid, offset, data)
+        } else {
+            self.fs.write(nid, offset, data)
+        };
+        match written {
             Ok(n) => {
                 // The kernel judged the writer (CAP_FSETID) and says so in the flags.
                 let kill = if write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID) {

@@ -4,14 +4,7 @@
 
 use serde::Serialize;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum AllocMode {
-    Adaptive,
-    Lfs,
-}
-
-pub use uf2fs_engine::{BackgroundGc, FsyncMode, GcPolicy};
+pub use uf2fs_engine::{AllocMode, BackgroundGc, FsyncMode, GcPolicy};
 
 /// When reads update a file's access time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

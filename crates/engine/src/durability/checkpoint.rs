@@ -365,6 +365,8 @@ fn build(vol: &Vol, ws: &mut WriteState, umount: bool) -> Result<CheckpointWrite
     ws.sync.checkpointed();
     // The nodes the cleaner marked are among those this checkpoint writes.
     ws.gc.nodes_moving = false;
+    // Blocks freed so far are reusable by slack space recycling once this pack is durable.
+    ws.segs.checkpoint_prepared();
     let io = Arc::new(IoDone::default());
     ws.cp.pending = Some(Pending {
         io: io.clone(),

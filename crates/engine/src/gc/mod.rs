@@ -30,7 +30,6 @@ pub use state::GcStats;
 use crate::data::write_runs;
 use crate::durability::checkpoint::write_checkpoint;
 use crate::error::{Error, Result};
-use crate::mount::read_block;
 use crate::ns::edit::{fix_checksum, get32, Editing};
 use crate::space::{Log, Policy, VictimKind};
 use crate::state::WriteState;
@@ -107,7 +106,18 @@ impl Fs {
         let r = loop {
             let dirty = v.nodes.dirty_count() as u64;
             let writable = ws.segs.writable_blocks();
-            if blocks + dirty + reserve <= writable {
+            // In `mode=adaptive` with free sections short, data fills holes: what the holes
+            // take now (or once the next checkpoint frees the held ones) needs no free segment.
+            let slack = ws.segs.slack_room(writable);
+            let (usable, held) = slack.unwrap_or((0, 0));
+            let from_free = |holes: u64| {
+                if slack.is_some() && holes >= blocks {
+                    0
+                } else {
+                    blocks
+                }
+            };
+            if from_free(usable) + dirty + reserve <= writable {
                 break Ok(());
             }
             rounds += 1;
@@ -121,14 +131,17 @@ impl Fs {
             let prefree = ws.segs.prefree_segments() * u64::from(BLOCKS_PER_SEG);
             // Prefree segments become free by a checkpoint, and so do node sections the
             // cleaner marked (their nodes move when it writes them).
-            let can_checkpoint = (prefree > 0 || ws.cp.pending.is_some() || ws.gc.nodes_moving)
-                && dirty + cp_room(bps) <= writable;
+            let releases_holes = held > 0 && from_free(usable) > 0;
+            let can_checkpoint =
+                (prefree > 0 || ws.cp.pending.is_some() || ws.gc.nodes_moving || releases_holes)
+                    && dirty + cp_room(bps) <= writable;
             let after_checkpoint = (writable + prefree).saturating_sub(dirty);
             // Cleaning a section writes its valid blocks and dirties nodes, which the
             // checkpoint after it writes (`clean_one` counts both for the victim it picks).
             let budget = clean_budget(writable, dirty, bps);
             let room_to_clean = budget > 0;
-            let enough = after_checkpoint >= blocks + reserve + FOREGROUND_BATCH * bps;
+            let enough =
+                after_checkpoint >= from_free(usable + held) + reserve + FOREGROUND_BATCH * bps;
             // Clean while the checkpoint after would not yet give enough back (one checkpoint,
             // and one rewrite of the nodes the moves dirtied, for several sections).
             if !enough && room_to_clean {
@@ -144,7 +157,11 @@ impl Fs {
             if can_checkpoint {
                 let moved_nodes = ws.gc.nodes_moving;
                 let freed = self.checkpoint_for_space(ws)?;
-                fruitless = if freed == 0 && !moved_nodes {
+                let holes_after = ws
+                    .segs
+                    .slack_room(ws.segs.writable_blocks())
+                    .map_or(0, |(u, _)| u);
+                fruitless = if freed == 0 && !moved_nodes && holes_after <= usable {
                     fruitless + 1
                 } else {
                     0
@@ -210,10 +227,7 @@ impl Fs {
             if offs.is_empty() {
                 continue;
             }
-            let ssa = u64::from(v.layout.ssa);
-            let sums = ws.segs.summary_of(segno, |s| {
-                read_block(&*v.dev, ssa + u64::from(s), IoCause::Meta, "SSA block")
-            })?;
+            let sums = ws.segs.summary_of(segno, |s| v.read_ssa(s))?;
             let r = match kind {
                 VictimKind::Data => self.move_data(ws, segno, &offs, &sums, &mut budget)?,
                 VictimKind::Node => self.move_nodes(ws, segno, &offs, &sums, &mut budget)?,
@@ -320,7 +334,9 @@ impl Fs {
             if let Some(src) = old.get(at..at + BLOCK_SIZE) {
                 b.copy_from_slice(src);
             }
-            let new = ws.segs.alloc(Log::ColdData, o.sum)?;
+            let new = ws
+                .segs
+                .alloc_data(Log::ColdData, o.sum, &mut |s| v.read_ssa(s))?;
             copies.insert(new, b);
             moves.push((o, new));
         }
@@ -509,7 +525,18 @@ impl Fs {
         let prefree = ws.segs.prefree_segments() * u64::from(BLOCKS_PER_SEG);
         let after_checkpoint = (writable + prefree).saturating_sub(dirty);
         let budget = clean_budget(writable, dirty, bps);
-        let cleaned = if after_checkpoint < high {
+        // With holes enough for a batch of rewrites (`mode=adaptive`), data needs no cleaning:
+        // clean only if the node logs are short of free sections.
+        let holes_enough = ws
+            .segs
+            .slack_room(writable)
+            .is_some_and(|(usable, held)| usable + held >= bps * batch(sections));
+        let low = if holes_enough {
+            change_reserve(bps, sections)
+        } else {
+            high
+        };
+        let cleaned = if after_checkpoint < low {
             self.clean_one(&mut ws, Caller::Background, budget)
         } else {
             urgent.store(false, std::sync::atomic::Ordering::Relaxed);
@@ -576,6 +603,13 @@ fn batch(sections: u32) -> u64 {
 /// nodes than the section frees: the cleaner must be able to clean several first).
 fn change_reserve(bps: u64, sections: u32) -> u64 {
     cp_room(bps) + bps * (2 + batch(sections) / 2)
+}
+
+/// Free blocks below which data logs fill the holes of used data segments in
+/// `mode=adaptive`: a little above the background cleaner's high-water mark, so that holes
+/// serve rewrites before the cleaner has to move anything for them.
+pub(crate) fn slack_threshold(bps: u64, sections: u32) -> u64 {
+    change_reserve(bps, sections) + bps * (batch(sections) + 4)
 }
 
 /// Free sections beyond the change reserve at or below which node sections lose their

@@ -32,6 +32,14 @@ pub struct GcStats {
     pub policy: &'static str,
     /// Sections in the victim index now.
     pub candidate_sections: u64,
+    /// Where data goes when free sections run short (`adaptive` or `lfs`).
+    pub mode: &'static str,
+    /// Used data segments a data log took to fill their holes (slack space recycling), and
+    /// the blocks written into holes.
+    pub ssr_segments: u64,
+    pub ssr_blocks: u64,
+    /// Blocks rewritten in place (`mode=adaptive`, small writes made durable at once).
+    pub ipu_blocks: u64,
 }
 
 /// The cleaner's state under the write lock.

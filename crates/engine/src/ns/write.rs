@@ -467,7 +467,7 @@ impl Fs {
         log: Log,
         blocks: &BTreeMap<u64, Block>,
     ) -> Result<()> {
-        self.write_file_blocks(ws, e, log, blocks.iter().map(|(f, b)| (*f, &b[..])))
+        self.write_file_blocks(ws, e, log, false, blocks.iter().map(|(f, b)| (*f, &b[..])))
     }
 
     /// [`Fs::write_data_blocks`] from borrowed blocks, in file order (a block shorter than
@@ -478,6 +478,7 @@ impl Fs {
         ws: &mut WriteState,
         e: &mut Editing,
         log: Log,
+        in_place: bool,
         blocks: impl IntoIterator<Item = (u64, &'a [u8])>,
     ) -> Result<()> {
         let blocks = blocks.into_iter();
@@ -488,6 +489,20 @@ impl Fs {
         // is usually the next slot of the same node, found without walking the tree again.
         let mut prev: Option<(u64, u32, usize, u8)> = None;
         for (fblk, data) in blocks {
+            if in_place {
+                // A block on the device that no write in flight is about to replace is
+                // rewritten where it is; its node does not change.
+                let old = self.block_addr(e, fblk)?;
+                if old != NULL_ADDR
+                    && old != NEW_ADDR
+                    && ws.segs.is_valid(old)
+                    && !self.vol().inflight.holds(old)
+                {
+                    runs.push(old, data);
+                    ws.gc.stats.ipu_blocks += 1;
+                    continue;
+                }
+            }
             let next_slot = prev.and_then(|(f, nid, index, version)| {
                 let slots = if nid == e.ino {
                     e.inode.addr_slots()
@@ -515,7 +530,9 @@ impl Fs {
                 version,
                 ofs_in_node: (index as u16).into(),
             };
-            let addr = ws.segs.alloc(log, sum)?;
+            let addr = ws
+                .segs
+                .alloc_data(log, sum, &mut |s| self.vol().read_ssa(s))?;
             runs.push(addr, data);
             match links.last_mut() {
                 Some((n, slots)) if *n == nid => slots.push((index, addr)),
@@ -809,6 +826,22 @@ impl Fs {
 
     /// Writes `data` at byte `offset` of regular file (or new symlink) `ino`.
     pub fn write(&self, ino: u32, offset: u64, data: &[u8]) -> Result<usize> {
+        self.write_how(ino, offset, data, false)
+    }
+
+    /// Writes as [`Fs::write`] does, for a caller that makes the write durable at once (a
+    /// handle opened `O_SYNC` or `O_DSYNC`, whose fsync follows). In `mode=adaptive` a write
+    /// of at most [`MIN_FSYNC_BLOCKS`] blocks then rewrites the file's blocks in place, as
+    /// Linux's default `ipu_policy` (fsync) does: no node changes, and nothing for the
+    /// cleaner. A crash during such a write can leave its blocks part old, part new.
+    pub fn write_synced(&self, ino: u32, offset: u64, data: &[u8]) -> Result<usize> {
+        self.write_how(ino, offset, data, true)
+    }
+
+    fn write_how(&self, ino: u32, offset: u64, data: &[u8], synced: bool) -> Result<usize> {
+        let in_place = synced
+            && self.vol().options.mode == crate::vol::AllocMode::Adaptive
+            && (data.len() as u64).div_ceil(BLOCK_SIZE as u64) <= MIN_FSYNC_BLOCKS;
         self.changing(
             (data.len() as u64).div_ceil(BLOCK_SIZE as u64) * 2 + 8,
             |ws| {
@@ -889,7 +922,7 @@ impl Fs {
                         };
                         (fb, src)
                     });
-                    self.write_file_blocks(ws, &mut e, Log::WarmData, blocks)?;
+                    self.write_file_blocks(ws, &mut e, Log::WarmData, in_place, blocks)?;
                     done = (chunk_end * bs).min(end).saturating_sub(offset) as usize;
                     fblk = chunk_end;
                 }
@@ -904,6 +937,10 @@ impl Fs {
         )
     }
 }
+
+/// The most blocks a synchronous write rewrites in place (`mode=adaptive`): Linux's default
+/// `min_fsync_blocks`, below which an fsync's dirty pages are written in place.
+pub const MIN_FSYNC_BLOCKS: u64 = 8;
 
 /// A random i_generation for a new inode. std's `RandomState` takes its keys from the OS once
 /// per thread and varies them for each new one: random enough here, and no file is opened

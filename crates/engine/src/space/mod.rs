@@ -7,18 +7,22 @@
 //! segment left with no valid block becomes *prefree* and is handed out again only after the
 //! next checkpoint, since the last durable checkpoint may still point into it.
 //!
-//! A log inherited from the image in SSR mode (slack space recycling, holes in a used
-//! segment) is closed at its first allocation instead of being filled: we never write into
-//! holes, so no block the last checkpoint still needs can be overwritten.
+//! In `mode=adaptive`, a data log short of a segment while free sections run short takes the
+//! holes of a used data segment instead (slack space recycling, `slack.rs`), skipping every
+//! block a durable checkpoint or fsync chain may still name. A log the image left in SSR mode
+//! continues the same way in `mode=adaptive`, and is closed at its first allocation in
+//! `mode=lfs`.
 
 use crate::error::{Error, Result};
 
 mod sections;
 pub(crate) mod sit;
+mod slack;
 
 pub use sections::Policy;
 use sections::Sections;
 pub(crate) use sections::VictimKind;
+use slack::Slack;
 use std::collections::BTreeSet;
 use uf2fs_format::checkpoint::Checkpoint;
 use uf2fs_format::sit::{
@@ -51,6 +55,14 @@ impl Log {
     }
 }
 
+impl Curseg {
+    /// Whether the next allocation needs another segment: this one is full, or it is an SSR
+    /// log left by the image that we do not fill.
+    fn needs_segment(&self) -> bool {
+        (self.alloc_type != 0 && !self.holes) || usize::from(self.next) >= ENTRIES_IN_SUM
+    }
+}
+
 /// What a checkpoint writes of the SIT: journal entries, or whole blocks by address.
 pub(crate) type SitChanges = (Vec<(u32, RawSitEntry)>, Vec<(u64, Box<Block>)>);
 
@@ -60,10 +72,17 @@ pub(crate) struct Curseg {
     pub segno: u32,
     /// Next block offset to write.
     pub next: u16,
-    /// 0 LFS, 1 SSR (only as inherited from the image; closed at first use).
+    /// 0 LFS, 1 SSR.
     pub alloc_type: u8,
+    /// An SSR log we fill hole by hole (`next` is a usable hole, or 512). An SSR log the image
+    /// left is not, until `mode=adaptive` takes it over; until then its first allocation
+    /// closes it.
+    pub holes: bool,
     pub sum: Vec<RawSummary>,
 }
+
+/// Reads main segment `segno`'s block of the SSA from the device.
+pub(crate) type ReadSsa<'a> = &'a mut dyn FnMut(u32) -> Result<Block>;
 
 pub(crate) struct Space {
     layout: Layout,
@@ -93,6 +112,8 @@ pub(crate) struct Space {
     /// Sections with blocks the cleaner could not move, kept out of the victim index until
     /// a block of theirs changes.
     unmovable: BTreeSet<u32>,
+    /// Holes data logs may fill in `mode=adaptive`, and the blocks no one may overwrite yet.
+    slack: Slack,
 }
 
 fn bit(map: &[u8; 64], off: usize) -> bool {
@@ -117,6 +138,7 @@ impl Space {
                 segno: c.segno,
                 next: c.blkoff,
                 alloc_type: c.alloc_type,
+                holes: false,
                 sum,
             })
             .collect();
@@ -139,6 +161,7 @@ impl Space {
             sit_bitmap: cp.sit_bitmap.clone(),
             sections: Sections::new(layout.main_segments, layout.segs_per_sec.max(1))?,
             unmovable: BTreeSet::new(),
+            slack: Slack::new(layout.main_segments)?,
         };
         space.rebuild_sections();
         Ok(space)
@@ -212,12 +235,8 @@ impl Space {
     /// roll-forward recovery follows).
     pub fn next_addr(&mut self, log: Log) -> Result<u32> {
         let i = log as usize;
-        let full = self
-            .cursegs
-            .get(i)
-            .is_none_or(|c| c.alloc_type != 0 || usize::from(c.next) >= ENTRIES_IN_SUM);
-        if full {
-            self.new_segment(log)?;
+        if self.cursegs.get(i).is_none_or(Curseg::needs_segment) {
+            self.new_segment(log, None)?;
         }
         let c = self
             .cursegs
@@ -336,6 +355,7 @@ impl Space {
                     self.sections.added(sec);
                     self.unmovable.remove(&sec);
                     self.refresh(sec);
+                    self.offer_holes(segno);
                 } else {
                     e.mtime = self.now;
                 }
@@ -369,22 +389,30 @@ impl Space {
         if empty {
             self.empty += 1;
         }
-        self.dirty.insert(segno);
         if empty && !self.is_curseg(segno) {
             self.prefree.insert(segno);
         }
+        self.slack.hold(segno, off);
+        self.offer_holes(segno);
         true
     }
 
-    /// Allocates the next block of `log` for the owner `sum`.
+    /// Allocates the next block of node log `log` for the owner `sum`.
     pub fn alloc(&mut self, log: Log, sum: RawSummary) -> Result<u32> {
+        self.alloc_in(log, sum, None)
+    }
+
+    /// Allocates the next block of data log `log` for the owner `sum`. A log that needs a new
+    /// segment while free ones run short takes one with holes in `mode=adaptive`; `read_ssa`
+    /// gives that segment's summary when no newer one is in memory.
+    pub fn alloc_data(&mut self, log: Log, sum: RawSummary, read_ssa: ReadSsa) -> Result<u32> {
+        self.alloc_in(log, sum, Some(read_ssa))
+    }
+
+    fn alloc_in(&mut self, log: Log, sum: RawSummary, read_ssa: Option<ReadSsa>) -> Result<u32> {
         let i = log as usize;
-        let needs_new = self
-            .cursegs
-            .get(i)
-            .is_none_or(|c| c.alloc_type != 0 || usize::from(c.next) >= ENTRIES_IN_SUM);
-        if needs_new {
-            self.new_segment(log)?;
+        if self.cursegs.get(i).is_none_or(Curseg::needs_segment) {
+            self.new_segment(log, read_ssa)?;
         }
         let main = self.layout.main;
         let c = self
@@ -396,9 +424,91 @@ impl Space {
             *s = sum;
         }
         c.next += 1;
-        let addr = main + c.segno * BLOCKS_PER_SEG + off as u32;
+        let (segno, holes) = (c.segno, c.holes);
+        let addr = main + segno * BLOCKS_PER_SEG + off as u32;
         self.validate(addr);
+        if holes {
+            self.slack.blocks_written += 1;
+            let next = self.next_hole(segno, off + 1);
+            if let Some(c) = self.cursegs.get_mut(i) {
+                c.next = next;
+            }
+        }
         Ok(addr)
+    }
+
+    /// The first block of `segno` from `from` on that is neither valid nor held; 512 if none.
+    fn next_hole(&self, segno: u32, from: usize) -> u16 {
+        let Some(e) = self.entries.get(segno as usize) else {
+            return ENTRIES_IN_SUM as u16;
+        };
+        (from..ENTRIES_IN_SUM)
+            .find(|&o| !bit(&e.valid_map, o) && !self.slack.is_held(segno, o))
+            .unwrap_or(ENTRIES_IN_SUM) as u16
+    }
+
+    /// Offers data segment `segno`'s usable holes to the data logs, or withdraws them, as it
+    /// now stands: a data segment in use that is no log's, not prefree and not held by
+    /// recovery.
+    fn offer_holes(&mut self, segno: u32) {
+        if !self.slack.is_on() {
+            return;
+        }
+        let occupied = self.entries.get(segno as usize).and_then(|e| {
+            let usable = e.seg_type < Log::HotNode as u8
+                && e.valid_blocks > 0
+                && !self.is_curseg(segno)
+                && !self.prefree.contains(&segno)
+                && !self.reserved.contains(&segno);
+            usable.then(|| self.slack.occupied(segno, &e.valid_map))
+        });
+        self.slack.offer(segno, occupied);
+    }
+
+    /// Lets data logs fill holes (`mode=adaptive`) when fewer than `below` blocks are free, or
+    /// not (`mode=lfs`). A log the image left in SSR mode is taken over (adaptive) or closed
+    /// at its first allocation (lfs).
+    pub fn set_slack(&mut self, on: bool, below: u64) {
+        self.slack.set(on, below);
+        for i in 0..self.cursegs.len() {
+            let Some(c) = self.cursegs.get(i) else {
+                continue;
+            };
+            let is_data = i < Log::HotNode as usize;
+            if c.alloc_type == 1 && is_data {
+                let (segno, from) = (c.segno, usize::from(c.next));
+                let next = self.next_hole(segno, from);
+                if let Some(c) = self.cursegs.get_mut(i) {
+                    c.holes = on;
+                    if on {
+                        c.next = next;
+                    }
+                }
+            }
+        }
+        if on {
+            for segno in 0..self.layout.main_segments {
+                self.offer_holes(segno);
+            }
+        }
+    }
+
+    /// A checkpoint is being prepared: blocks freed until now may be reused once it lands.
+    pub fn checkpoint_prepared(&mut self) {
+        self.slack.checkpoint_prepared();
+    }
+
+    /// Holes data logs may fill now (`mode=adaptive` while free sections run short), and
+    /// blocks freed since the last checkpoint that become such holes when the next lands.
+    pub fn slack_room(&self, writable: u64) -> Option<(u64, u64)> {
+        self.slack
+            .wanted(writable)
+            .then(|| (self.slack.usable(), self.slack.held()))
+    }
+
+    /// Segments data logs took for their holes, and blocks written into holes.
+    pub fn slack_counts(&self) -> (u64, u64) {
+        (self.slack.segments_taken, self.slack.blocks_written)
     }
 
     /// Moves every full log to a new segment: a checkpoint may not record a log at offset
@@ -412,19 +522,19 @@ impl Space {
             Log::WarmNode,
             Log::ColdNode,
         ] {
-            if self
-                .cursegs
-                .get(log as usize)
-                .is_some_and(|c| c.alloc_type == 0 && usize::from(c.next) >= ENTRIES_IN_SUM)
-            {
-                self.new_segment(log)?;
+            if self.cursegs.get(log as usize).is_some_and(|c| {
+                (c.alloc_type == 0 || c.holes) && usize::from(c.next) >= ENTRIES_IN_SUM
+            }) {
+                self.new_segment(log, None)?;
             }
         }
         Ok(())
     }
 
-    /// Closes the log's segment (its summary goes to the SSA) and opens a free one.
-    fn new_segment(&mut self, log: Log) -> Result<()> {
+    /// Closes the log's segment (its summary goes to the SSA) and opens a free one, or, for
+    /// a data log given `read_ssa` while free segments run short in `mode=adaptive`, the used
+    /// data segment with the most usable holes.
+    fn new_segment(&mut self, log: Log, read_ssa: Option<ReadSsa>) -> Result<()> {
         let i = log as usize;
         let Some(old) = self.cursegs.get(i).cloned() else {
             return Err(Error::InvalidArgument("no such log"));
@@ -444,6 +554,13 @@ impl Space {
         }
         self.closed.push((old.segno, blk));
         let sps = self.layout.segs_per_sec.max(1);
+        if let Some(read_ssa) = read_ssa.filter(|_| !log.is_node()) {
+            if self.slack.wanted(self.writable_blocks()) {
+                if let Some(segno) = self.slack.pick() {
+                    return self.take_holes(log, old.segno, segno, read_ssa);
+                }
+            }
+        }
         // The rest of this section first, then the next wholly free section.
         let next_in_section = old.segno + 1;
         let segno = if next_in_section % sps != 0 && self.is_free(next_in_section) {
@@ -467,11 +584,46 @@ impl Space {
                 segno,
                 next: 0,
                 alloc_type: 0,
+                holes: false,
                 sum: vec![RawSummary::default(); ENTRIES_IN_SUM],
             };
         }
         self.refresh(old.segno / sps);
         self.refresh(segno / sps);
+        self.offer_holes(old.segno);
+        self.offer_holes(segno);
+        Ok(())
+    }
+
+    /// Makes used data segment `segno` data log `log`'s, in SSR mode: its summary (with the
+    /// entries of the blocks still valid) is the log's, and the log writes its usable holes.
+    fn take_holes(&mut self, log: Log, old: u32, segno: u32, read_ssa: ReadSsa) -> Result<()> {
+        let sum = self.summary_of(segno, read_ssa)?;
+        let next = self.next_hole(segno, 0);
+        if usize::from(next) >= ENTRIES_IN_SUM || sum.len() != ENTRIES_IN_SUM {
+            return Err(Error::InvalidArgument(
+                "slack space index out of step with the SIT",
+            ));
+        }
+        if let Some(e) = self.entries.get_mut(segno as usize) {
+            e.seg_type = log as u8;
+        }
+        self.dirty.insert(segno);
+        if let Some(c) = self.cursegs.get_mut(log as usize) {
+            *c = Curseg {
+                segno,
+                next,
+                alloc_type: 1,
+                holes: true,
+                sum,
+            };
+        }
+        self.slack.segments_taken += 1;
+        let sps = self.layout.segs_per_sec.max(1);
+        self.refresh(old / sps);
+        self.refresh(segno / sps);
+        self.offer_holes(old);
+        self.offer_holes(segno);
         Ok(())
     }
 
@@ -633,6 +785,9 @@ impl Space {
         for sec in secs {
             self.refresh(sec);
         }
+        for &segno in done {
+            self.offer_holes(segno);
+        }
     }
 
     /// The SIT changes a checkpoint records: the journal entries if the entries that differ
@@ -727,6 +882,9 @@ impl Space {
         let before = self.prefree.len();
         self.prefree.retain(|s| !prefree.contains(s));
         self.release_reserved(reserved);
+        for segno in self.slack.checkpoint_landed() {
+            self.offer_holes(segno);
+        }
         (before - self.prefree.len()) as u64
     }
 
