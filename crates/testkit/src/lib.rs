@@ -73,6 +73,12 @@ pub fn treeview() -> PathBuf {
     static_bin("treeview", &tools().join("treeview.c"))
 }
 
+/// The static workload generator (`crates/bench/wload.c`), the same program on the host and
+/// in the linux-f2fs guest.
+pub fn wload() -> PathBuf {
+    static_bin("wload", &root().join("crates/bench/wload.c"))
+}
+
 /// A static helper from `tests/images/NAME.c` (such as `shutdown`), built once per target dir:
 /// the same binary runs in the linux-f2fs guest and on the host.
 pub fn image_helper(name: &str) -> PathBuf {

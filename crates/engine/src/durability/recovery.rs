@@ -455,6 +455,9 @@ impl Fs {
             })?;
         }
         let old = self.set_addr(e, nid, index, dest)?;
+        if old != NULL_ADDR && old != NEW_ADDR {
+            e.drop_from_extent(old);
+        }
         match (old, dest) {
             (NULL_ADDR, _) => {
                 ws.counts.valid_blocks += 1;

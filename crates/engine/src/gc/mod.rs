@@ -350,6 +350,11 @@ impl Fs {
             let Some(e) = editing.get_mut(&o.ino) else {
                 continue;
             };
+            // The inode's extent hint must not name the old block any more: a changed hint
+            // is one more reason to write the inode.
+            if e.drop_from_extent(o.addr) && !inodes_changed.contains(&o.ino) {
+                inodes_changed.push(o.ino);
+            }
             if nid == o.ino {
                 let at = e.addr_slot(ofs);
                 e.set_u32(at, *new);

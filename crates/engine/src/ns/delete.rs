@@ -303,6 +303,7 @@ impl Fs {
         }
         if addr != NEW_ADDR {
             ws.segs.invalidate(addr);
+            e.drop_from_extent(addr);
         }
         ws.counts.valid_blocks = ws.counts.valid_blocks.saturating_sub(1);
         e.add_blocks(-1);

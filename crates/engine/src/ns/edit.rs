@@ -110,4 +110,35 @@ impl Editing {
     pub(crate) fn set_nid_slot(&mut self, slot: usize, nid: u32) {
         self.set_u32(I_NID_OFFSET + 4 * slot, nid);
     }
+    /// Keeps the inode's largest-extent hint (`i_ext`: file blocks `fofs..fofs+len` at
+    /// `blk_addr..`, which Linux loads into its extent cache and reads through without
+    /// looking at the nodes) true when the file block stored at `old` moves or goes: the
+    /// extent keeps the longer of its two sides of that block. Returns whether it changed.
+    /// uf2fs never grows the hint; Linux rebuilds it as it writes.
+    pub(crate) fn drop_from_extent(&mut self, old: u32) -> bool {
+        use zerocopy::FromBytes;
+        let Some(raw) = self
+            .block
+            .get_mut(..uf2fs_format::node::FOOTER_OFFSET)
+            .and_then(|b| uf2fs_format::inode::RawInode::mut_from_bytes(b).ok())
+        else {
+            return false;
+        };
+        let x = &mut raw.i_ext;
+        let (fofs, blk, len) = (x.fofs.get(), x.blk_addr.get(), x.len.get());
+        let Some(k) = old.checked_sub(blk).filter(|&k| k < len) else {
+            return false;
+        };
+        let right = len - k - 1;
+        let (fofs, blk, len) = if k >= right {
+            (fofs, blk, k)
+        } else {
+            (fofs.wrapping_add(k + 1), blk + k + 1, right)
+        };
+        let (fofs, blk) = if len == 0 { (0, 0) } else { (fofs, blk) };
+        x.fofs.set(fofs);
+        x.blk_addr.set(blk);
+        x.len.set(len);
+        true
+    }
 }

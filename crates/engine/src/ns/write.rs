@@ -557,6 +557,7 @@ impl Fs {
                     }
                 } else {
                     ws.segs.invalidate(old);
+                    e.drop_from_extent(old);
                 }
             }
         }
