@@ -121,6 +121,9 @@ pub struct Options {
     /// Node sections weigh one section more as victims unless free sections run short
     /// (`gc_node_penalty`, seed 000's data-first selection).
     pub gc_node_penalty: bool,
+    /// 0: victims come from the exact index. N: from a window over the next N candidate
+    /// sections, as the kernel searches (`max_victim_search`), for comparing the two.
+    pub gc_window: u32,
     /// Whether the daemon cleans ahead of need (`background_gc`).
     pub background_gc: BackgroundGc,
     /// The most memory the clean caches (node and NAT blocks, parsed inodes) take, in bytes
@@ -175,6 +178,7 @@ impl Default for Options {
             checkpoint_merge: true,
             gc_policy: crate::space::Policy::CostBenefit,
             gc_node_penalty: true,
+            gc_window: 0,
             background_gc: BackgroundGc::On,
             cache_bytes: crate::cache::DEFAULT_CACHE_BYTES,
         }

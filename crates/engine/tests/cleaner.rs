@@ -43,31 +43,30 @@ fn rewrite_nearly_full(
     passes: u64,
     fsync_every: u64,
 ) {
-    let (gc, _) = rewrite_in_mode(
-        name,
-        AllocMode::Lfs,
-        mib,
-        ovp,
-        segs_per_sec,
-        pct,
-        passes,
-        fsync_every,
-    );
+    let (gc, _) = rewrite_in_mode(name, lfs, mib, ovp, segs_per_sec, pct, passes, fsync_every);
     assert!(
         gc.data_blocks_moved > 0 && gc.sections_freed > 0,
         "the cleaner never ran: {gc:?}"
     );
 }
 
-/// The rewrites of `rewrite_nearly_full` in `mode`; the cleaner's counters and the user
-/// blocks written.
+fn lfs(o: &mut Options) {
+    o.mode = AllocMode::Lfs;
+}
+
+fn adaptive(o: &mut Options) {
+    o.mode = AllocMode::Adaptive;
+}
+
+/// The rewrites of `rewrite_nearly_full` with the options `set` gives; the cleaner's counters
+/// and the user blocks written.
 #[allow(
     clippy::too_many_arguments,
     reason = "one test shape, its knobs named at each call"
 )]
 fn rewrite_in_mode(
     name: &str,
-    mode: AllocMode,
+    set: fn(&mut Options),
     mib: u64,
     ovp: Option<f64>,
     segs_per_sec: u32,
@@ -78,10 +77,9 @@ fn rewrite_in_mode(
     let dir = scratch(name);
     let img = image(&dir, mib, ovp, segs_per_sec);
     let mut fs = Fs::open_rw(&img).unwrap();
-    fs.set_options(Options {
-        mode,
-        ..fs.options()
-    });
+    let mut o = fs.options();
+    set(&mut o);
+    fs.set_options(o);
     let st = fs.statfs();
     let blocks = st.blocks_avail * pct / 100;
     let ino = fs
@@ -136,7 +134,7 @@ fn rewrite_in_mode(
 /// reads back, before and after a remount, with fsck.f2fs clean.
 #[test]
 fn adaptive_rewrites_fill_holes_instead_of_moving_data() {
-    let (gc, writes) = rewrite_in_mode("gc-adaptive", AllocMode::Adaptive, 192, None, 1, 95, 2, 64);
+    let (gc, writes) = rewrite_in_mode("gc-adaptive", adaptive, 192, None, 1, 95, 2, 64);
     assert_eq!(gc.mode, "adaptive");
     assert!(
         gc.ssr_segments > 0 && gc.ssr_blocks > writes / 2,
@@ -153,16 +151,7 @@ fn adaptive_rewrites_fill_holes_instead_of_moving_data() {
 /// The same in sections of four segments, where holes are taken a segment at a time.
 #[test]
 fn adaptive_rewrites_in_multi_segment_sections() {
-    let (gc, writes) = rewrite_in_mode(
-        "gc-adaptive-sec",
-        AllocMode::Adaptive,
-        320,
-        None,
-        4,
-        90,
-        2,
-        0,
-    );
+    let (gc, writes) = rewrite_in_mode("gc-adaptive-sec", adaptive, 320, None, 4, 90, 2, 0);
     assert!(gc.ssr_blocks > writes / 2, "{gc:?}");
 }
 
@@ -320,4 +309,24 @@ fn synchronous_rewrites_of_a_volume_filled_to_enospc_keep_working() {
         assert_eq!(fs.read(*ino, 0, &mut b).unwrap(), FILE);
         assert!(b == *want, "inode {ino} differs from its last rewrite");
     }
+}
+
+/// Victims from a window of 20 candidate sections (`gc_window`, the kernel's way) instead of
+/// the exact index: slower to find good victims, but just as correct.
+#[test]
+fn a_windowed_victim_search_keeps_every_byte() {
+    let (gc, writes) = rewrite_in_mode(
+        "gc-window",
+        |o| {
+            o.mode = AllocMode::Lfs;
+            o.gc_window = 20;
+        },
+        192,
+        None,
+        1,
+        95,
+        2,
+        64,
+    );
+    assert!(gc.data_blocks_moved > writes / 4, "{gc:?}");
 }

@@ -103,6 +103,7 @@ pub fn serve(
         checkpoint_merge: opts.checkpoint_merge,
         gc_policy: opts.gc_policy,
         gc_node_penalty: opts.gc_node_penalty,
+        gc_window: opts.gc_window,
         background_gc: opts.background_gc,
         cache_bytes: opts.cache_bytes,
     });

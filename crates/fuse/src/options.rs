@@ -53,6 +53,9 @@ pub struct MountOptions {
     /// Node sections weigh one section more as victims unless free sections run short
     /// (`gc_node_penalty=on|off`; seed 000's data-first selection).
     pub gc_node_penalty: bool,
+    /// Victims found by a window over this many candidate sections instead of the exact
+    /// index (`gc_window=N`, 0 = exact; to compare with the kernel's windowed search).
+    pub gc_window: u32,
     pub checkpoint_merge: bool,
     pub mode: AllocMode,
     pub fsync_mode: FsyncMode,
@@ -80,6 +83,7 @@ impl Default for MountOptions {
             background_gc: BackgroundGc::On,
             gc_policy: GcPolicy::CostBenefit,
             gc_node_penalty: true,
+            gc_window: 0,
             checkpoint_merge: true,
             mode: AllocMode::Adaptive,
             fsync_mode: FsyncMode::Posix,
@@ -190,6 +194,12 @@ impl MountOptions {
                     None => return bad_value(v, "a size such as 16M, 256M or 1G"),
                 }
             }
+            ("gc_window", Some(v)) => {
+                self.gc_window = match v.parse::<u32>() {
+                    Ok(n) => n,
+                    _ => return bad_value(v, "a number of sections (0: the exact index)"),
+                }
+            }
             ("threads", Some(v)) => {
                 self.threads = match v.parse::<usize>() {
                     Ok(n) if (1..=64).contains(&n) => n,
@@ -246,7 +256,7 @@ impl MountOptions {
             ) => return Err(format!("mount option {key} takes no value")),
             (
                 "background_gc" | "mode" | "fsync_mode" | "gc_policy" | "gc_node_penalty" | "log"
-                | "cache_size" | "threads",
+                | "cache_size" | "threads" | "gc_window",
                 None,
             ) => return Err(format!("mount option {key} needs a value ({key}=...)")),
             _ => return Err(format!("unknown mount option '{opt}'")),

@@ -213,7 +213,11 @@ impl Fs {
         }
         let started = std::time::Instant::now();
         let data_first = opts.gc_node_penalty && !ws.gc.require_node_gc;
-        let Some((sec, kind)) = ws.segs.victim(opts.gc_policy, data_first, None) else {
+        let picked = match opts.gc_window {
+            0 => ws.segs.victim(opts.gc_policy, data_first, None),
+            n => ws.segs.victim_in_window(opts.gc_policy, data_first, n),
+        };
+        let Some((sec, kind)) = picked else {
             return Ok(None);
         };
         if u64::from(ws.segs.section_valid(sec)) > budget {

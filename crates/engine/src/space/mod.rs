@@ -114,6 +114,8 @@ pub(crate) struct Space {
     unmovable: BTreeSet<u32>,
     /// Holes data logs may fill in `mode=adaptive`, and the blocks no one may overwrite yet.
     slack: Slack,
+    /// Where a windowed victim search (`gc_window`) starts next.
+    window_cursor: u32,
 }
 
 fn bit(map: &[u8; 64], off: usize) -> bool {
@@ -162,6 +164,7 @@ impl Space {
             sections: Sections::new(layout.main_segments, layout.segs_per_sec.max(1))?,
             unmovable: BTreeSet::new(),
             slack: Slack::new(layout.main_segments)?,
+            window_cursor: 0,
         };
         space.rebuild_sections();
         Ok(space)
@@ -688,6 +691,37 @@ impl Space {
     ) -> Option<(u32, VictimKind)> {
         let sec = self.sections.pick(policy, data_first, only)?;
         Some((sec, self.sections.kind(sec)?))
+    }
+
+    /// The best of the next `window` candidate sections from where the last search stopped,
+    /// as the kernel searches (`max_victim_search`): for comparing its windows with the
+    /// exact index (`gc_window`). Scans up to every section to find that many.
+    pub fn victim_in_window(
+        &mut self,
+        policy: Policy,
+        data_first: bool,
+        window: u32,
+    ) -> Option<(u32, VictimKind)> {
+        let n = self.sections.count();
+        let mut best: Option<(f64, u32, VictimKind)> = None;
+        let (mut seen, mut sec) = (0, self.window_cursor % n.max(1));
+        for _ in 0..n {
+            if seen >= window {
+                break;
+            }
+            if let Some(kind) = self.sections.kind(sec) {
+                seen += 1;
+                let cost = self
+                    .sections
+                    .cost(sec, policy, data_first && kind == VictimKind::Node);
+                if best.is_none_or(|(c, _, _)| cost < c) {
+                    best = Some((cost, sec, kind));
+                }
+            }
+            sec = (sec + 1) % n;
+        }
+        self.window_cursor = sec;
+        best.map(|(_, sec, kind)| (sec, kind))
     }
 
     /// Keeps `sec` out of the victim index until one of its blocks changes: the cleaner met

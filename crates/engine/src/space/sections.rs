@@ -127,6 +127,26 @@ impl Sections {
         self.index.len()
     }
 
+    /// What cleaning `sec` costs under `policy` as a windowed search ranks it (lower is
+    /// better): greedy, its valid blocks; cost-benefit and age-threshold, LFS's
+    /// benefit-to-cost ratio `(1 - u) * age / (1 + u)`, negated. `penalised` adds a whole
+    /// section's worth (seed 000's node penalty).
+    pub fn cost(&self, sec: u32, policy: Policy, penalised: bool) -> f64 {
+        let cap = f64::from(self.blocks_per_section);
+        let valid = f64::from(self.valid(sec)) + if penalised { cap } else { 0.0 };
+        match policy {
+            Policy::Greedy => valid,
+            Policy::CostBenefit | Policy::AgeThreshold => {
+                let age = self
+                    .clock
+                    .saturating_sub(self.stamp.get(sec as usize).copied().unwrap_or(0))
+                    as f64;
+                let u = valid / cap;
+                -((1.0 - u) * age / (1.0 + u))
+            }
+        }
+    }
+
     /// The best victim under `policy`; with `data_first`, node sections come after data
     /// ones (greedy: they weigh one section more).
     pub fn pick(&self, policy: Policy, data_first: bool, only: Option<Kind>) -> Option<u32> {
