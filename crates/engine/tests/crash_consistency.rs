@@ -55,7 +55,7 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 use uf2fs_engine::uf2fs_device::{BlockDevice, CrashLog, Event, IoCause, RecordingDevice};
-use uf2fs_engine::Fs;
+use uf2fs_engine::{AllocMode, Fs, Options};
 use uf2fs_testkit::{fsck_f2fs, scratch, Rng};
 
 const DEFAULT_POINTS: usize = 200;
@@ -629,6 +629,11 @@ fn random_mix() {
 #[test]
 fn rewrites_under_the_cleaner_with_fsync() {
     let mut r = Run::new();
+    // Log-structured only: every rewrite goes to a log's end and the cleaner makes room.
+    r.fs.set_options(Options {
+        mode: AllocMode::Lfs,
+        ..r.fs.options()
+    });
     let mut rng = Rng::new(11);
     const FILE: usize = 16 * 4096;
     let avail = r.fs.statfs().blocks_avail as usize;
@@ -658,6 +663,46 @@ fn rewrites_under_the_cleaner_with_fsync() {
     );
     eprintln!("rewrites_under_the_cleaner_with_fsync: {count} files, {rewrites} rewrites, {gc:?}");
     sweep("rewrites_under_the_cleaner_with_fsync", r);
+}
+
+/// `mode=adaptive` near full: single blocks rewritten at random leave holes, which later
+/// rewrites fill (slack space recycling) while fsyncs write their chains and checkpoints come
+/// and go; a crash anywhere must show every acknowledged version, and never a block that a
+/// durable checkpoint or chain still named overwritten by a later rewrite.
+#[test]
+fn rewrites_into_holes_with_fsync() {
+    let mut r = Run::new();
+    r.fs.set_options(Options {
+        mode: AllocMode::Adaptive,
+        ..r.fs.options()
+    });
+    let mut rng = Rng::new(12);
+    const FILE: usize = 16 * 4096;
+    let avail = r.fs.statfs().blocks_avail as usize;
+    let count = avail * 4096 * 88 / 100 / FILE;
+    let files: Vec<u32> = (0..count).map(|i| r.create(&format!("f{i}"))).collect();
+    for &f in &files {
+        let d = bytes(&mut rng, FILE);
+        r.write(f, 0, &d);
+    }
+    r.sync();
+    let rewrites = count * 14;
+    for i in 0..rewrites {
+        let k = rng.below(count as u64) as usize;
+        let at = rng.below(16) as usize * 4096;
+        let b = bytes(&mut rng, 4096);
+        r.write(files[k], at, &b);
+        if i % 24 == 23 {
+            r.fsync(files[k], i % 48 == 47);
+        }
+        if i % 700 == 699 {
+            r.sync();
+        }
+    }
+    let gc = r.fs.status().unwrap().gc;
+    assert!(gc.ssr_blocks > 0, "the workload did not fill holes: {gc:?}");
+    eprintln!("rewrites_into_holes_with_fsync: {count} files, {rewrites} rewrites, {gc:?}");
+    sweep("rewrites_into_holes_with_fsync", r);
 }
 
 #[test]

@@ -558,9 +558,11 @@ impl Space {
         self.closed.push((old.segno, blk));
         let sps = self.layout.segs_per_sec.max(1);
         if let Some(read_ssa) = read_ssa.filter(|_| !log.is_node()) {
-            if self.slack.wanted(self.writable_blocks()) {
-                if let Some(segno) = self.slack.pick() {
-                    return self.take_holes(log, old.segno, segno, read_ssa);
+            if self.slack.is_on() && self.slack.wanted(self.writable_blocks()) {
+                while let Some(segno) = self.slack.pick() {
+                    if self.take_holes(log, old.segno, segno, &mut *read_ssa)? {
+                        return Ok(());
+                    }
                 }
             }
         }
@@ -600,13 +602,21 @@ impl Space {
 
     /// Makes used data segment `segno` data log `log`'s, in SSR mode: its summary (with the
     /// entries of the blocks still valid) is the log's, and the log writes its usable holes.
-    fn take_holes(&mut self, log: Log, old: u32, segno: u32, read_ssa: ReadSsa) -> Result<()> {
-        let sum = self.summary_of(segno, read_ssa)?;
+    /// False, with the segment withdrawn, if it has no usable hole after all (never expected:
+    /// the index and the maps change together).
+    fn take_holes(&mut self, log: Log, old: u32, segno: u32, read_ssa: ReadSsa) -> Result<bool> {
         let next = self.next_hole(segno, 0);
-        if usize::from(next) >= ENTRIES_IN_SUM || sum.len() != ENTRIES_IN_SUM {
-            return Err(Error::InvalidArgument(
-                "slack space index out of step with the SIT",
-            ));
+        if usize::from(next) >= ENTRIES_IN_SUM {
+            tracing::warn!("segment {segno} was offered for its holes but has none");
+            self.slack.offer(segno, None);
+            return Ok(false);
+        }
+        let sum = self.summary_of(segno, read_ssa)?;
+        if sum.len() != ENTRIES_IN_SUM {
+            return Err(Error::Corrupt(uf2fs_format::CorruptKind::Summary {
+                which: "segment summary of a segment with holes",
+                why: "not one entry per block",
+            }));
         }
         if let Some(e) = self.entries.get_mut(segno as usize) {
             e.seg_type = log as u8;
@@ -627,7 +637,7 @@ impl Space {
         self.refresh(segno / sps);
         self.offer_holes(old);
         self.offer_holes(segno);
-        Ok(())
+        Ok(true)
     }
 
     /// Recomputes every section's valid blocks and candidacy (at mount, after recovery).
