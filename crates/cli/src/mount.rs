@@ -288,8 +288,9 @@ fn print_status(out: &mut impl Write, v: &Value) -> std::io::Result<()> {
     {
         writeln!(
             out,
-            "allocation:   mode {}: {} blocks into the holes of {} used segments, {} rewritten in place",
+            "allocation:   mode {}, ipu {}: {} blocks into the holes of {} used segments, {} rewritten in place",
             v.pointer("/gc/mode").and_then(Value::as_str).unwrap_or("-"),
+            v.pointer("/gc/ipu").and_then(Value::as_str).unwrap_or("-"),
             n("/gc/ssr_blocks"),
             n("/gc/ssr_segments"),
             n("/gc/ipu_blocks")

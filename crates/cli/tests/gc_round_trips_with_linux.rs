@@ -5,8 +5,8 @@
 //!    fsck.f2fs is clean and Linux shows exactly the tree uf2fs shows;
 //! 2. Linux rewrites the same files with the same program (it cleans and recycles holes its
 //!    own way) and leaves the image with its logs as they are; fsck.f2fs is clean;
-//! 3. uf2fs mounts what Linux left, shows exactly Linux's tree, rewrites and cleans again;
-//!    fsck.f2fs is clean and Linux shows exactly uf2fs's tree.
+//! 3. uf2fs mounts what Linux left, shows exactly Linux's tree, rewrites (in place, with
+//!    `ipu=force`) and cleans again; fsck.f2fs is clean and Linux shows exactly uf2fs's tree.
 
 #![allow(
     clippy::unwrap_used,
@@ -180,9 +180,16 @@ fn cleaned_volumes_round_trip_with_linux() {
         &uf2fs_view(&img, &work),
         "uf2fs after Linux cleaned",
     );
-    let m = Mount::new(&bin(), &img, &mp, &[]);
+    // Every rewrite in place where the pointers are durable (Linux's own default here).
+    let m = Mount::new(&bin(), &img, &mp, &["ipu=force"]);
     rewrites(&mp, big_mib, 1000, 4);
     run(Command::new(bin()).args(["gc", "--sections", "4"]).arg(&mp));
+    let st = status(&mp);
+    assert!(
+        n(&st, "/gc/ipu_blocks") > 1000,
+        "few rewrites in place: {}",
+        st["gc"]
+    );
     m.umount();
     assert_fsck_clean(&img);
     let ours = uf2fs_view(&img, &work);

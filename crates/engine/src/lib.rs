@@ -41,7 +41,7 @@ pub use space::sit::SegmentUsage;
 pub use space::Policy as GcPolicy;
 pub use status::{CheckpointStats, IoStats, Status};
 pub use uf2fs_format::geometry::Geometry;
-pub use vol::{AllocMode, BackgroundGc, Extent, Fs, FsyncMode, Options};
+pub use vol::{AllocMode, BackgroundGc, Extent, Fs, FsyncMode, IpuPolicy, Options};
 
 pub use uf2fs_device;
 pub use uf2fs_format::inode::{FileType, Inode, Time};

@@ -90,6 +90,11 @@ impl Fs {
                             crate::vol::AllocMode::Adaptive => "adaptive",
                             crate::vol::AllocMode::Lfs => "lfs",
                         },
+                        ipu: match self.options().ipu {
+                            crate::vol::IpuPolicy::Fsync => "fsync",
+                            crate::vol::IpuPolicy::Force => "force",
+                            crate::vol::IpuPolicy::Off => "off",
+                        },
                         ssr_segments: ws.segs.slack_counts().0,
                         ssr_blocks: ws.segs.slack_counts().1,
                         ..ws.gc.stats.clone()

@@ -112,6 +112,8 @@ pub struct Options {
     pub inline_dentry: bool,
     /// Where data goes when free sections run short (`mode`).
     pub mode: AllocMode,
+    /// Which rewrites go in place in `mode=adaptive` (`ipu`).
+    pub ipu: IpuPolicy,
     /// How fsync makes a file durable (`fsync_mode`).
     pub fsync_mode: FsyncMode,
     /// Concurrent checkpoint requests share one checkpoint (`checkpoint_merge`).
@@ -141,6 +143,27 @@ pub enum AllocMode {
     Adaptive,
     /// Log-structured only: every block goes to a log's end, and the cleaner makes room.
     Lfs,
+}
+
+/// Which rewrites of blocks already on the device go in place in `mode=adaptive` (the
+/// kernel's `ipu_policy`, which sysfs sets there; ours is the `ipu=` mount option). Never a
+/// block whose file has a pointer changed since the last durable checkpoint
+/// (`FsyncState::relinked`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum IpuPolicy {
+    /// Writes of at most [`crate::ns::write::MIN_FSYNC_BLOCKS`] blocks whose caller makes
+    /// them durable at once (an O_SYNC or O_DSYNC handle): the kernel's `F2FS_IPU_FSYNC`,
+    /// its default on volumes over 16 GiB. Every other write goes out of place, so a crash
+    /// shows each file as it was at some point after its last fsync.
+    Fsync,
+    /// Every rewrite: the kernel's `F2FS_IPU_FORCE`, its default on volumes of at most
+    /// 16 GiB of main area (`SMALL_VOLUME_SEGMENTS`). Nodes are written only for appends and
+    /// the like, but rewrites not yet fsync'd land unordered: after a crash a file may show
+    /// some of them and not others, as on Linux.
+    Force,
+    /// None: every block goes out of place (slack space recycling still fills holes).
+    Off,
 }
 
 /// The kernel's `background_gc`: whether a thread cleans ahead of need.
@@ -174,6 +197,7 @@ impl Default for Options {
             inline_data: true,
             inline_dentry: true,
             mode: AllocMode::Adaptive,
+            ipu: IpuPolicy::Fsync,
             fsync_mode: FsyncMode::Posix,
             checkpoint_merge: true,
             gc_policy: crate::space::Policy::CostBenefit,

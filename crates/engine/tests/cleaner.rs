@@ -13,7 +13,7 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use uf2fs_engine::{AllocMode, Fs, GcStats, MkfsOptions, Options};
+use uf2fs_engine::{AllocMode, Fs, GcStats, IpuPolicy, MkfsOptions, Options};
 use uf2fs_testkit::{assert_fsck_clean, scratch, Rng};
 
 const BS: usize = 4096;
@@ -54,8 +54,11 @@ fn lfs(o: &mut Options) {
     o.mode = AllocMode::Lfs;
 }
 
+/// Adaptive mode with no in-place rewrites, so that every rewrite goes to a hole (the
+/// default, `ipu=fsync`, would do the same here: no write is synchronous).
 fn adaptive(o: &mut Options) {
     o.mode = AllocMode::Adaptive;
+    o.ipu = IpuPolicy::Off;
 }
 
 /// The rewrites of `rewrite_nearly_full` with the options `set` gives; the cleaner's counters

@@ -55,7 +55,7 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 use uf2fs_engine::uf2fs_device::{BlockDevice, CrashLog, Event, IoCause, RecordingDevice};
-use uf2fs_engine::{AllocMode, Fs, Options};
+use uf2fs_engine::{AllocMode, Fs, IpuPolicy, Options};
 use uf2fs_testkit::{fsck_f2fs, scratch, Rng};
 
 const DEFAULT_POINTS: usize = 200;
@@ -674,6 +674,7 @@ fn rewrites_into_holes_with_fsync() {
     let mut r = Run::new();
     r.fs.set_options(Options {
         mode: AllocMode::Adaptive,
+        ipu: IpuPolicy::Off,
         ..r.fs.options()
     });
     let mut rng = Rng::new(12);
@@ -703,6 +704,58 @@ fn rewrites_into_holes_with_fsync() {
     assert!(gc.ssr_blocks > 0, "the workload did not fill holes: {gc:?}");
     eprintln!("rewrites_into_holes_with_fsync: {count} files, {rewrites} rewrites, {gc:?}");
     sweep("rewrites_into_holes_with_fsync", r);
+}
+
+/// `ipu=force` (Linux's default on small volumes): a file whose pointers are all durable has
+/// its blocks rewritten in place; one with a pointer changed since (an append, a truncate)
+/// goes out of place until a checkpoint lands. Rewrites in place land unordered until a
+/// flush, so each write here is fsync'd before the next (what such a mount promises): a
+/// crash anywhere must show every acknowledged version, including rewrites in place of
+/// blocks whose pointers the cleaner or an append changed.
+#[test]
+fn overwrites_in_place_with_fsync() {
+    let mut r = Run::new();
+    r.fs.set_options(Options {
+        mode: AllocMode::Adaptive,
+        ipu: IpuPolicy::Force,
+        ..r.fs.options()
+    });
+    let mut rng = Rng::new(13);
+    const FILE: usize = 8 * 4096;
+    let files: Vec<u32> = (0..12).map(|i| r.create(&format!("f{i}"))).collect();
+    for &f in &files {
+        let d = bytes(&mut rng, FILE);
+        r.write(f, 0, &d);
+    }
+    r.sync();
+    let mut size = vec![FILE; files.len()];
+    for i in 0..240 {
+        let k = rng.below(files.len() as u64) as usize;
+        match i % 40 {
+            // Now and then an append (a new pointer) or a truncate, and a checkpoint.
+            17 => {
+                let d = bytes(&mut rng, 4096);
+                r.write(files[k], size[k], &d);
+                size[k] += 4096;
+            }
+            29 => {
+                size[k] = size[k].saturating_sub(4096).max(4096);
+                r.truncate(files[k], size[k]);
+            }
+            39 => r.sync(),
+            _ => {
+                let at = rng.below((size[k] / 4096) as u64) as usize * 4096;
+                let len = 1 + rng.below(4096) as usize;
+                let d = bytes(&mut rng, len);
+                r.write(files[k], at, &d);
+            }
+        }
+        r.fsync(files[k], i % 2 == 1);
+    }
+    let gc = r.fs.status().unwrap().gc;
+    assert!(gc.ipu_blocks > 100, "few rewrites went in place: {gc:?}");
+    eprintln!("overwrites_in_place_with_fsync: {gc:?}");
+    sweep("overwrites_in_place_with_fsync", r);
 }
 
 #[test]

@@ -15,7 +15,7 @@
 mod common;
 
 use uf2fs_engine::uf2fs_device::MemDevice;
-use uf2fs_engine::{AllocMode, Extent, Fs, Options};
+use uf2fs_engine::{AllocMode, Extent, Fs, IpuPolicy, Options};
 use uf2fs_testkit::{assert_fsck_clean, scratch, Rng};
 
 const BS: usize = 4096;
@@ -144,4 +144,57 @@ fn lfs_mode_and_holes_never_write_in_place() {
     assert_eq!(read_all(&fs, ino, model.len()), model);
     fs.unmount().unwrap();
     assert_fsck_clean(&img);
+}
+
+/// `ipu=force` (Linux's default on volumes of at most 16 GiB): every rewrite of a file whose
+/// block pointers are all durable stays in place; once an append changes a pointer, the
+/// file's rewrites go out of place until a checkpoint has landed.
+#[test]
+fn forced_rewrites_wait_for_durable_pointers() {
+    let dir = scratch("ipu-force");
+    let img = common::fresh_image(&dir, 128, 0);
+    let mut fs = Fs::open_rw(&img).unwrap();
+    fs.set_options(Options {
+        ipu: IpuPolicy::Force,
+        ..fs.options()
+    });
+    let ino = fs
+        .create_node(fs.root_ino(), b"f", common::node(0o100644))
+        .unwrap();
+    let mut rng = Rng::new(13);
+    let mut model = rng.bytes(32 * BS);
+    fs.write(ino, 0, &model).unwrap();
+    fs.sync().unwrap();
+    let before = extents(&fs, ino);
+    let rewrite = |fs: &Fs, rng: &mut Rng, model: &mut Vec<u8>, fblk: usize| {
+        let data = rng.bytes(BS);
+        model[fblk * BS..(fblk + 1) * BS].copy_from_slice(&data);
+        fs.write(ino, (fblk * BS) as u64, &data).unwrap();
+    };
+    for fblk in [3, 9, 3, 31] {
+        rewrite(&fs, &mut rng, &mut model, fblk);
+    }
+    assert_eq!(extents(&fs, ino), before, "plain rewrites stayed in place");
+    assert_eq!(fs.status().unwrap().gc.ipu_blocks, 4);
+
+    // An append: a new pointer, not yet durable. The next rewrite goes out of place.
+    let tail = rng.bytes(BS);
+    fs.write(ino, model.len() as u64, &tail).unwrap();
+    model.extend_from_slice(&tail);
+    let at5 = addr_of(&fs, ino, 5);
+    rewrite(&fs, &mut rng, &mut model, 5);
+    assert_ne!(addr_of(&fs, ino, 5), at5, "out of place after the append");
+    assert_eq!(fs.status().unwrap().gc.ipu_blocks, 4);
+
+    // A checkpoint makes every pointer durable again: back in place.
+    fs.sync().unwrap();
+    let at7 = addr_of(&fs, ino, 7);
+    rewrite(&fs, &mut rng, &mut model, 7);
+    assert_eq!(addr_of(&fs, ino, 7), at7, "in place after the checkpoint");
+    assert_eq!(fs.status().unwrap().gc.ipu_blocks, 5);
+    assert_eq!(read_all(&fs, ino, model.len()), model);
+    fs.unmount().unwrap();
+    assert_fsck_clean(&img);
+    let fs = Fs::open(&img).unwrap();
+    assert_eq!(read_all(&fs, ino, model.len()), model, "after a remount");
 }

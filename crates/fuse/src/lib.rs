@@ -99,6 +99,7 @@ pub fn serve(
         inline_data: opts.inline_data,
         inline_dentry: opts.inline_dentry,
         mode: opts.mode,
+        ipu: opts.ipu,
         fsync_mode: opts.fsync_mode,
         checkpoint_merge: opts.checkpoint_merge,
         gc_policy: opts.gc_policy,

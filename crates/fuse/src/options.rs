@@ -4,7 +4,7 @@
 
 use serde::Serialize;
 
-pub use uf2fs_engine::{AllocMode, BackgroundGc, FsyncMode, GcPolicy};
+pub use uf2fs_engine::{AllocMode, BackgroundGc, FsyncMode, GcPolicy, IpuPolicy};
 
 /// When reads update a file's access time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -58,6 +58,8 @@ pub struct MountOptions {
     pub gc_window: u32,
     pub checkpoint_merge: bool,
     pub mode: AllocMode,
+    /// Which rewrites go in place in adaptive mode (`ipu=fsync|force|off`).
+    pub ipu: IpuPolicy,
     pub fsync_mode: FsyncMode,
     pub inline_data: bool,
     pub inline_dentry: bool,
@@ -86,6 +88,7 @@ impl Default for MountOptions {
             gc_window: 0,
             checkpoint_merge: true,
             mode: AllocMode::Adaptive,
+            ipu: IpuPolicy::Fsync,
             fsync_mode: FsyncMode::Posix,
             inline_data: true,
             inline_dentry: true,
@@ -194,6 +197,14 @@ impl MountOptions {
                     None => return bad_value(v, "a size such as 16M, 256M or 1G"),
                 }
             }
+            ("ipu", Some(v)) => {
+                self.ipu = match v {
+                    "fsync" => IpuPolicy::Fsync,
+                    "force" => IpuPolicy::Force,
+                    "off" => IpuPolicy::Off,
+                    _ => return bad_value(v, "fsync, force, off"),
+                }
+            }
             ("gc_window", Some(v)) => {
                 self.gc_window = match v.parse::<u32>() {
                     Ok(n) => n,
@@ -256,7 +267,7 @@ impl MountOptions {
             ) => return Err(format!("mount option {key} takes no value")),
             (
                 "background_gc" | "mode" | "fsync_mode" | "gc_policy" | "gc_node_penalty" | "log"
-                | "cache_size" | "threads" | "gc_window",
+                | "cache_size" | "threads" | "gc_window" | "ipu",
                 None,
             ) => return Err(format!("mount option {key} needs a value ({key}=...)")),
             _ => return Err(format!("unknown mount option '{opt}'")),

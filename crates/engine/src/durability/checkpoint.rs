@@ -136,6 +136,7 @@ pub(crate) fn settle(vol: &Vol, ws: &mut WriteState) -> Result<()> {
     ws.cp.head = p.head;
     ws.cp.crc = p.crc;
     let freed = ws.segs.checkpoint_landed(&p.prefree, &p.reserved);
+    ws.sync.checkpoint_landed();
     ws.gc.stats.sections_freed += freed / u64::from(vol.layout.segs_per_sec.max(1));
     ws.cp.covered_seq = p.start_seq;
     ws.cp.written += 1;

@@ -455,6 +455,7 @@ impl Fs {
             })?;
         }
         let old = self.set_addr(e, nid, index, dest)?;
+        ws.sync.relinked.insert(e.ino);
         if old != NULL_ADDR && old != NEW_ADDR {
             e.drop_from_extent(old);
         }

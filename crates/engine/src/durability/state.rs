@@ -70,6 +70,15 @@ pub(crate) struct FsyncState {
     /// Data blocks were written since the last device flush (an fsync flushes them before
     /// its nodes, so that a replayed node never points at data that did not land).
     pub data_since_flush: bool,
+    /// Inodes with a block pointer changed (a block written out of place, allocated, moved by
+    /// the cleaner, freed) since the last checkpoint was prepared, and since the one before
+    /// it when that one has not landed yet (`relinked_pending`). Their blocks are never
+    /// rewritten in place: a crash would then show the new bytes in place beside pointers
+    /// from before earlier changes, a state the file never had (or, for a block the cleaner
+    /// moved, lose an fsync'd rewrite, since the cleaner's node changes wait for the
+    /// checkpoint).
+    pub relinked: HashSet<u32>,
+    pub relinked_pending: HashSet<u32>,
 }
 
 impl FsyncState {
@@ -80,6 +89,19 @@ impl FsyncState {
         self.needs_cp.clear();
         // The flush before the checkpoint's trailing block covers every data block landed.
         self.data_since_flush = false;
+        let now = std::mem::take(&mut self.relinked);
+        self.relinked_pending.extend(now);
+    }
+
+    /// The checkpoint prepared last has landed: the pointers it holds are durable.
+    pub fn checkpoint_landed(&mut self) {
+        self.relinked_pending.clear();
+    }
+
+    /// Whether `ino`'s blocks may be rewritten in place: none of its block pointers changed
+    /// since the last durable checkpoint.
+    pub fn pointers_durable(&self, ino: u32) -> bool {
+        !self.relinked.contains(&ino) && !self.relinked_pending.contains(&ino)
     }
 }
 

@@ -354,6 +354,7 @@ impl Fs {
             let Some(e) = editing.get_mut(&o.ino) else {
                 continue;
             };
+            ws.sync.relinked.insert(o.ino);
             // The inode's extent hint must not name the old block any more: a changed hint
             // is one more reason to write the inode.
             if e.drop_from_extent(o.addr) && !inodes_changed.contains(&o.ino) {

@@ -38,7 +38,8 @@ pub struct GcStats {
     /// the blocks written into holes.
     pub ssr_segments: u64,
     pub ssr_blocks: u64,
-    /// Blocks rewritten in place (`mode=adaptive`, small writes made durable at once).
+    /// Which rewrites go in place (`fsync`, `force` or `off`), and the blocks rewritten so.
+    pub ipu: &'static str,
     pub ipu_blocks: u64,
 }
 

@@ -320,6 +320,7 @@ impl Fs {
     ) -> Result<()> {
         // Roll-forward cannot replay freed nodes: the next fsync of this file checkpoints.
         self.needs_checkpoint(ws, e.ino);
+        ws.sync.relinked.insert(e.ino);
         let a = e.inode.addr_slots() as u64;
         for i in start.min(a)..end.min(a) {
             let at = e.addr_slot(i as usize);

@@ -121,6 +121,7 @@ impl Fs {
                 let old = self.addr_in(&e, nid, index)?;
                 if old == NULL_ADDR {
                     self.set_addr(&mut e, nid, index, NEW_ADDR)?;
+                    ws.sync.relinked.insert(e.ino);
                     ws.counts.valid_blocks += 1;
                     e.add_blocks(1);
                 }

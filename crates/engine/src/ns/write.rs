@@ -540,6 +540,9 @@ impl Fs {
             }
         }
         ws.sync.data_since_flush = true;
+        if !links.is_empty() {
+            ws.sync.relinked.insert(e.ino);
+        }
         // Readers find the blocks in memory from now on; the change's caller writes them
         // once the write lock is let go (`changing`), or a checkpoint does first. This comes
         // before the blocks are linked: `set_addr` on a dnode puts it in the node cache at
@@ -831,18 +834,17 @@ impl Fs {
     }
 
     /// Writes as [`Fs::write`] does, for a caller that makes the write durable at once (a
-    /// handle opened `O_SYNC` or `O_DSYNC`, whose fsync follows). In `mode=adaptive` a write
-    /// of at most [`MIN_FSYNC_BLOCKS`] blocks then rewrites the file's blocks in place, as
-    /// Linux's default `ipu_policy` (fsync) does: no node changes, and nothing for the
-    /// cleaner. A crash during such a write can leave its blocks part old, part new.
+    /// handle opened `O_SYNC` or `O_DSYNC`, whose fsync follows): in `mode=adaptive` with
+    /// `ipu=fsync` (the default), a write of at most [`MIN_FSYNC_BLOCKS`] blocks then
+    /// rewrites the file's blocks in place, as Linux's `F2FS_IPU_FSYNC` does: no node
+    /// changes, and nothing for the cleaner. A crash during such a write can leave its blocks
+    /// part old, part new.
     pub fn write_synced(&self, ino: u32, offset: u64, data: &[u8]) -> Result<usize> {
         self.write_how(ino, offset, data, true)
     }
 
     fn write_how(&self, ino: u32, offset: u64, data: &[u8], synced: bool) -> Result<usize> {
-        let in_place = synced
-            && self.vol().options.mode == crate::vol::AllocMode::Adaptive
-            && (data.len() as u64).div_ceil(BLOCK_SIZE as u64) <= MIN_FSYNC_BLOCKS;
+        let in_place = self.in_place_rule(synced, (data.len() as u64).div_ceil(BLOCK_SIZE as u64));
         self.changing(
             (data.len() as u64).div_ceil(BLOCK_SIZE as u64) * 2 + 8,
             |ws| {
@@ -854,6 +856,7 @@ impl Fs {
                     _ => return Err(Error::InvalidArgument("not a regular file")),
                 }
                 e.inode.check_readable()?;
+                let in_place = in_place && ws.sync.pointers_durable(ino);
                 let end = offset
                     .checked_add(data.len() as u64)
                     .ok_or(Error::FileTooBig)?;
@@ -936,6 +939,20 @@ impl Fs {
                 Ok(data.len())
             },
         )
+    }
+}
+
+impl Fs {
+    /// Whether a write of `blocks` blocks (`synced`: its caller makes it durable at once)
+    /// rewrites the blocks its file already has in place, by `mode` and `ipu`.
+    fn in_place_rule(&self, synced: bool, blocks: u64) -> bool {
+        use crate::vol::{AllocMode, IpuPolicy};
+        let o = &self.vol().options;
+        match (o.mode, o.ipu) {
+            (AllocMode::Lfs, _) | (_, IpuPolicy::Off) => false,
+            (AllocMode::Adaptive, IpuPolicy::Force) => true,
+            (AllocMode::Adaptive, IpuPolicy::Fsync) => synced && blocks <= MIN_FSYNC_BLOCKS,
+        }
     }
 }
 
