@@ -29,10 +29,12 @@ use uf2fs_format::sit::{
     sit_block_addr, RawSitBlock, RawSitEntry, SitEntry, SIT_ENTRIES_PER_BLOCK, SIT_JOURNAL_ENTRIES,
     SIT_TYPE_SHIFT,
 };
-use uf2fs_format::summary::{RawSummary, ENTRIES_IN_SUM, SUM_TYPE_DATA, SUM_TYPE_NODE};
+use uf2fs_format::summary::{
+    RawSummary, RawSummaryBlock, ENTRIES_IN_SUM, SUM_TYPE_DATA, SUM_TYPE_NODE,
+};
 use uf2fs_format::superblock::Layout;
 use uf2fs_format::{Block, BLOCKS_PER_SEG, BLOCK_SIZE};
-use zerocopy::{FromBytes, IntoBytes};
+use zerocopy::FromBytes;
 
 /// The logs, in curseg type order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -215,13 +217,15 @@ impl Space {
             if let std::collections::btree_map::Entry::Vacant(e) = self.patched.entry(segno) {
                 e.insert(ssa(segno)?);
             }
-            if let Some(b) = self.patched.get_mut(&segno) {
-                if let Some(dst) = b.get_mut(off * 7..off * 7 + 7) {
-                    dst.copy_from_slice(sum.as_bytes());
+            if let Some(raw) = self
+                .patched
+                .get_mut(&segno)
+                .and_then(|b| RawSummaryBlock::mut_from_bytes(&mut b[..]).ok())
+            {
+                if let Some(e) = raw.entries.get_mut(off) {
+                    *e = sum;
                 }
-                if let Some(t) = b.get_mut(BLOCK_SIZE - 5) {
-                    *t = if node { SUM_TYPE_NODE } else { SUM_TYPE_DATA };
-                }
+                raw.entry_type = if node { SUM_TYPE_NODE } else { SUM_TYPE_DATA };
             }
         }
         self.validate(addr);
@@ -543,13 +547,11 @@ impl Space {
             return Err(Error::InvalidArgument("no such log"));
         };
         let mut blk = Box::new([0u8; BLOCK_SIZE]);
-        for (k, s) in old.sum.iter().enumerate() {
-            if let Some(dst) = blk.get_mut(k * 7..k * 7 + 7) {
-                dst.copy_from_slice(s.as_bytes());
+        if let Ok(raw) = RawSummaryBlock::mut_from_bytes(&mut blk[..]) {
+            for (e, s) in raw.entries.iter_mut().zip(&old.sum) {
+                *e = *s;
             }
-        }
-        if let Some(t) = blk.get_mut(BLOCK_SIZE - 5) {
-            *t = if log.is_node() {
+            raw.entry_type = if log.is_node() {
                 SUM_TYPE_NODE
             } else {
                 SUM_TYPE_DATA
