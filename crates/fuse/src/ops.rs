@@ -1065,14 +1065,41 @@ impl Filesystem for Volume {
     fn ioctl(
         &self,
         _req: &Request,
-        _ino: INodeNo,
+        ino: INodeNo,
         _fh: FileHandle,
         _flags: fuser::IoctlFlags,
-        _cmd: u32,
-        _in_data: &[u8],
-        _out_size: u32,
+        cmd: u32,
+        in_data: &[u8],
+        out_size: u32,
         reply: fuser::ReplyIoctl,
     ) {
+        // FS_IOC_GETFLAGS and FS_IOC_SETFLAGS (the long and the 32-bit spellings). The kernel
+        // sends them from its fileattr calls with a 4-byte int, after checking ownership.
+        const GETFLAGS: [u32; 2] = [0x8008_6601, 0x8004_6601];
+        const SETFLAGS: [u32; 2] = [0x4008_6602, 0x4004_6602];
+        let nid = self.nid(ino);
+        if GETFLAGS.contains(&cmd) {
+            match self.fs.fs_flags(nid) {
+                Ok(f) => {
+                    let bytes = u64::from(f).to_le_bytes();
+                    let n = (out_size as usize).min(bytes.len());
+                    reply.ioctl(0, bytes.get(..n).unwrap_or(&[]));
+                }
+                Err(e) => reply.error(errno(e)),
+            }
+            return;
+        }
+        if SETFLAGS.contains(&cmd) {
+            let Some(word) = in_data.get(..4).and_then(|b| <[u8; 4]>::try_from(b).ok()) else {
+                reply.error(Errno::EINVAL);
+                return;
+            };
+            match self.fs.set_fs_flags(nid, u32::from_le_bytes(word)) {
+                Ok(()) => reply.ioctl(0, &[]),
+                Err(e) => reply.error(errno(e)),
+            }
+            return;
+        }
         // No F2FS ioctls yet (shutdown, GC, defragment...); isatty() and friends ask too.
         reply.error(Errno::ENOTTY);
     }
