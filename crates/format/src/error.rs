@@ -15,6 +15,10 @@ pub enum Incompatible {
     CompressedFile { ino: u32 },
     #[error("large NAT bitmap checkpoints (mkfs -i) are not supported yet")]
     LargeNatBitmap,
+    #[error("unknown filename encoding {0} in the superblock (Linux 6.1 knows only 1, utf8-12.1)")]
+    UnknownEncoding(u16),
+    #[error("directory {ino} is casefolded but the image has no casefold feature")]
+    CasefoldWithoutFeature { ino: u32 },
     #[error("{0}")]
     Other(&'static str),
 }

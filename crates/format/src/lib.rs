@@ -8,6 +8,8 @@
 //! Errors are of two kinds (the engine adds a third, I/O): [`Incompatible`] for a feature we
 //! do not support, named, and [`CorruptKind`] for bytes that break a rule, with the place.
 
+pub mod casefold;
+mod casefold_tables;
 pub mod checkpoint;
 pub mod crc;
 pub mod dentry;

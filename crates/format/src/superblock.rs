@@ -5,6 +5,7 @@
 //! section and zone counts, reserved inode numbers, the optional CRC) and derives the
 //! geometry every other layer uses.
 
+use crate::casefold::Encoding;
 use crate::crc::{f2fs_crc32, F2FS_SUPER_MAGIC};
 use crate::{CorruptKind, FormatError, Incompatible, BLOCKS_PER_SEG, BLOCK_SIZE};
 use zerocopy::little_endian::{U16, U32, U64};
@@ -37,9 +38,14 @@ pub mod feature {
     /// Every bit Linux 6.1 knows.
     pub const KNOWN: u32 = 0x7FFF;
     /// Features whose images uf2fs can write: the others change on-disk rules it does not
-    /// keep yet (quota files, encryption, compression, casefolding, verity, zones, ro).
-    pub const KNOWN_WRITABLE: u32 =
-        EXTRA_ATTR | INODE_CHKSUM | FLEXIBLE_INLINE_XATTR | INODE_CRTIME | LOST_FOUND | SB_CHKSUM;
+    /// keep yet (quota files, encryption, compression, verity, zones, ro).
+    pub const KNOWN_WRITABLE: u32 = EXTRA_ATTR
+        | INODE_CHKSUM
+        | FLEXIBLE_INLINE_XATTR
+        | INODE_CRTIME
+        | LOST_FOUND
+        | SB_CHKSUM
+        | CASEFOLD;
 
     /// Names as mkfs.f2fs's `-O` spells them, in bit order.
     pub const NAMES: [(u32, &str); 15] = [
@@ -218,6 +224,10 @@ impl Superblock {
         if features & !feature::KNOWN != 0 {
             return Err(Incompatible::UnknownFeatures(features & !feature::KNOWN).into());
         }
+        if features & feature::CASEFOLD != 0 {
+            // As Linux 6.1 at mount: an encoding it has no tables for is refused.
+            Encoding::from_superblock(raw.s_encoding.get(), raw.s_encoding_flags.get())?;
+        }
         let sb = Superblock { raw, copy };
         sb.check_geometry()?;
         Ok(sb)
@@ -376,6 +386,15 @@ impl Superblock {
 
     pub fn has(&self, bit: u32) -> bool {
         self.features() & bit != 0
+    }
+
+    /// The filename encoding of casefolded directories: `Some` exactly when the casefold
+    /// feature is on (`parse` has checked the encoding then).
+    pub fn encoding(&self) -> Option<Encoding> {
+        if !self.has(feature::CASEFOLD) {
+            return None;
+        }
+        Encoding::from_superblock(self.raw.s_encoding.get(), self.raw.s_encoding_flags.get()).ok()
     }
 
     pub fn uuid(&self) -> [u8; 16] {
@@ -542,6 +561,21 @@ mod tests {
                 copy: 0
             }))
         ));
+    }
+
+    #[test]
+    fn casefold_encoding_is_checked() {
+        let mut b = mkfs_512m();
+        b[SB_OFFSET + 2180..SB_OFFSET + 2184].copy_from_slice(&0x1000u32.to_le_bytes());
+        b[SB_OFFSET + 2758..SB_OFFSET + 2760].copy_from_slice(&7u16.to_le_bytes());
+        assert_eq!(
+            Superblock::parse(&b, 0).err(),
+            Some(FormatError::Incompatible(Incompatible::UnknownEncoding(7)))
+        );
+        b[SB_OFFSET + 2758..SB_OFFSET + 2760].copy_from_slice(&1u16.to_le_bytes());
+        b[SB_OFFSET + 2760..SB_OFFSET + 2762].copy_from_slice(&1u16.to_le_bytes());
+        let sb = Superblock::parse(&b, 0).unwrap();
+        assert_eq!(sb.encoding().map(|e| e.strict), Some(true));
     }
 
     #[test]

@@ -1073,14 +1073,72 @@ impl Filesystem for Volume {
     fn ioctl(
         &self,
         _req: &Request,
-        _ino: INodeNo,
+        ino: INodeNo,
         _fh: FileHandle,
         _flags: fuser::IoctlFlags,
-        _cmd: u32,
-        _in_data: &[u8],
-        _out_size: u32,
+        cmd: u32,
+        in_data: &[u8],
+        out_size: u32,
         reply: fuser::ReplyIoctl,
     ) {
+        // FS_IOC_GETFLAGS and FS_IOC_SETFLAGS (the long and the 32-bit spellings), and
+        // FS_IOC_FSGETXATTR. The kernel sends them from its fileattr calls (flags as a 4-byte
+        // int) after checking ownership.
+        const GETFLAGS: [u32; 2] = [0x8008_6601, 0x8004_6601];
+        const SETFLAGS: [u32; 2] = [0x4008_6602, 0x4004_6602];
+        const FSGETXATTR: u32 = 0x801C_581F;
+        // FS_*_FL → FS_XFLAG_*: sync, immutable, append, nodump, noatime, projinherit.
+        const XFLAGS: [(u32, u32); 6] = [
+            (0x08, 0x20),
+            (0x10, 0x08),
+            (0x20, 0x10),
+            (0x40, 0x80),
+            (0x80, 0x40),
+            (0x2000_0000, 0x200),
+        ];
+        let nid = self.nid(ino);
+        if GETFLAGS.contains(&cmd) {
+            match self.fs.fs_flags(nid) {
+                Ok(f) => {
+                    let bytes = u64::from(f).to_le_bytes();
+                    let n = (out_size as usize).min(bytes.len());
+                    reply.ioctl(0, bytes.get(..n).unwrap_or(&[]));
+                }
+                Err(e) => reply.error(errno(e)),
+            }
+            return;
+        }
+        if cmd == FSGETXATTR {
+            // struct fsxattr (28 bytes): the xflags that mirror the inode flags; extent size
+            // hints, extent count and project id 0. Newer kernels ask this before a SETFLAGS.
+            match self.fs.fs_flags(nid) {
+                Ok(f) => {
+                    let mut x = [0u8; 28];
+                    let xflags = XFLAGS
+                        .iter()
+                        .filter(|(fl, _)| f & fl != 0)
+                        .fold(0u32, |a, (_, xf)| a | xf);
+                    if let Some(w) = x.get_mut(..4) {
+                        w.copy_from_slice(&xflags.to_le_bytes());
+                    }
+                    let n = (out_size as usize).min(x.len());
+                    reply.ioctl(0, x.get(..n).unwrap_or(&[]));
+                }
+                Err(e) => reply.error(errno(e)),
+            }
+            return;
+        }
+        if SETFLAGS.contains(&cmd) {
+            let Some(word) = in_data.get(..4).and_then(|b| <[u8; 4]>::try_from(b).ok()) else {
+                reply.error(Errno::EINVAL);
+                return;
+            };
+            match self.fs.set_fs_flags(nid, u32::from_le_bytes(word)) {
+                Ok(()) => reply.ioctl(0, &[]),
+                Err(e) => reply.error(errno(e)),
+            }
+            return;
+        }
         // No F2FS ioctls yet (shutdown, GC, defragment...); isatty() and friends ask too.
         reply.error(Errno::ENOTTY);
     }

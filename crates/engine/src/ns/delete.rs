@@ -10,7 +10,6 @@ use std::ops::ControlFlow;
 use uf2fs_format::dentry::{
     inline_geometry, slots_for, DentryArea, DENTRY_BITMAP_SIZE, DENTRY_RESERVED, NR_DENTRY_IN_BLOCK,
 };
-use uf2fs_format::hash::dentry_hash;
 use uf2fs_format::inode::{FileType, Inode};
 use uf2fs_format::node::{entry, ADDRS_PER_BLOCK};
 use uf2fs_format::{Block, BLOCK_SIZE, NEW_ADDR, NULL_ADDR};
@@ -26,18 +25,21 @@ pub(crate) struct Found {
 }
 
 impl Fs {
-    /// Finds `name` in directory `dir` with its place.
+    /// Finds `name` in directory `dir` with its place (in a casefolded directory, the entry
+    /// whose name folds alike; `len` is the length of the name on disk).
     pub(crate) fn find_entry(&self, dir: &Inode, name: &[u8]) -> Result<Found> {
-        let hash = dentry_hash(name);
+        let (dn, enc) = self.vol().dir_name(dir, name)?;
+        let enc = enc.as_ref();
+        let hash = dn.hash();
         let mut found = None;
         if dir.has_inline_dentry() {
             for e in DentryArea::inline(dir.inline_area()).iter().flatten() {
-                if e.name == name {
+                if (enc.is_none() || e.hash == hash) && dn.matches(e.name, enc) {
                     found = Some(Found {
                         ino: e.ino,
                         fblk: None,
                         slot: e.slot,
-                        len: name.len(),
+                        len: e.name.len(),
                     });
                     break;
                 }
@@ -53,12 +55,12 @@ impl Fs {
         for (fblk, addr) in blocks {
             let b = self.vol().read_data_block(addr.into(), "dentry block")?;
             for e in DentryArea::block(&b).iter().flatten() {
-                if e.hash == hash && e.name == name {
+                if e.hash == hash && dn.matches(e.name, enc) {
                     return Ok(Found {
                         ino: e.ino,
                         fblk: Some(fblk),
                         slot: e.slot,
-                        len: name.len(),
+                        len: e.name.len(),
                     });
                 }
             }

@@ -1,13 +1,14 @@
 //! Directories: inline dentries in the inode, or dentry blocks arranged as a multi-level hash
 //! table. Listing reads every written block; lookup reads only the buckets the name's hash
-//! selects at each level (casefolded directories are scanned whole, since their hash is taken
-//! over the casefolded name). Entry inode numbers are checked before use.
+//! selects at each level. In a casefolded directory the hash is taken over the folded name and
+//! names compare folded (`uf2fs_format::casefold`), as Linux 6.1 does. Entry inode numbers
+//! are checked before use.
 
 use crate::error::{Error, Result};
 use crate::vol::Vol;
 use std::ops::ControlFlow;
+use uf2fs_format::casefold::{DirName, Encoding};
 use uf2fs_format::dentry::{blocks_per_bucket, bucket_block, buckets_at, DentryArea, DirEntry};
-use uf2fs_format::hash::dentry_hash;
 use uf2fs_format::inode::{FileType, Inode, MAX_NAME_LEN};
 use uf2fs_format::nat::check_nid;
 use uf2fs_format::{CorruptKind, BLOCK_SIZE};
@@ -21,11 +22,12 @@ fn dir_blocks(dir: &Inode) -> u64 {
 /// hash matches are compared (as the kernel's bucket scan does).
 fn finder<'a>(
     found: &'a mut Option<u32>,
-    name: &'a [u8],
+    name: &'a DirName<'a>,
+    enc: Option<&'a Encoding>,
     hash: Option<u32>,
 ) -> impl FnMut(&DirEntry<'_>) -> Result<ControlFlow<()>> + 'a {
     move |e| {
-        if hash.is_none_or(|h| e.hash == h) && e.name == name {
+        if hash.is_none_or(|h| e.hash == h) && name.matches(e.name, enc) {
             *found = Some(e.ino);
             return Ok(ControlFlow::Break(()));
         }
@@ -77,6 +79,36 @@ impl Vol {
         Ok(ControlFlow::Continue(()))
     }
 
+    /// The encoding names in `dir` follow: `Some` for a casefolded directory. A casefolded
+    /// directory on an image without the casefold feature is refused (Linux has no encoding
+    /// to compare its names with).
+    pub(crate) fn casefold_of(&self, dir: &Inode) -> Result<Option<Encoding>> {
+        if !dir.is_casefolded() || dir.file_type != FileType::Directory {
+            return Ok(None);
+        }
+        match self.sb.encoding() {
+            Some(e) => Ok(Some(e)),
+            None => Err(uf2fs_format::Incompatible::CasefoldWithoutFeature { ino: dir.ino }.into()),
+        }
+    }
+
+    /// `name` as `dir` looks for it: folded in a casefolded directory. A name without a
+    /// folded form (not UTF-8, or folding to nothing or past 254 bytes) is refused in strict
+    /// mode, as Linux answers EINVAL.
+    pub(crate) fn dir_name<'a>(
+        &self,
+        dir: &Inode,
+        name: &'a [u8],
+    ) -> Result<(DirName<'a>, Option<Encoding>)> {
+        let enc = self.casefold_of(dir)?;
+        let dn = DirName::new(name, enc.as_ref()).map_err(|_| {
+            Error::InvalidArgument(
+                "the name is not valid UTF-8 for this casefolded directory (strict encoding)",
+            )
+        })?;
+        Ok((dn, enc))
+    }
+
     /// Every entry of `dir`, '.' and '..' included, in on-disk order.
     pub(crate) fn for_each_dentry(&self, dir: &Inode, f: &mut Each) -> Result<()> {
         self.check_dir(dir)?;
@@ -111,11 +143,14 @@ impl Vol {
         if name.is_empty() {
             return Err(Error::NotFound);
         }
-        let whole_scan = dir.has_inline_dentry() || dir.is_casefolded();
-        let hash = dentry_hash(name);
+        let (dn, enc) = self.dir_name(dir, name)?;
+        let hash = dn.hash();
         let mut found = None;
-        if whole_scan {
-            self.for_each_dentry(dir, &mut finder(&mut found, name, None))?;
+        if dir.has_inline_dentry() {
+            // Linux compares stored hashes in the inline area too; plain directories have
+            // always been matched by name alone here.
+            let h = enc.is_some().then_some(hash);
+            self.for_each_dentry(dir, &mut finder(&mut found, &dn, enc.as_ref(), h))?;
             return found.ok_or(Error::NotFound);
         }
         let nblocks = dir_blocks(dir);
@@ -137,7 +172,7 @@ impl Vol {
                     dir,
                     DentryArea::block(&b),
                     fblk,
-                    &mut finder(&mut found, name, Some(hash)),
+                    &mut finder(&mut found, &dn, enc.as_ref(), Some(hash)),
                 )?;
                 if let (ControlFlow::Break(()), Some(ino)) = (flow, found) {
                     return Ok(ino);

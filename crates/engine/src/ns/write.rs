@@ -22,9 +22,9 @@ use uf2fs_format::dentry::{
     blocks_per_bucket, bucket_block, buckets_at, inline_geometry, slots_for, DIR_ENTRY_SIZE,
     NR_DENTRY_IN_BLOCK, SLOT_LEN,
 };
-use uf2fs_format::hash::dentry_hash;
 use uf2fs_format::inode::{
-    inline_flags, FileType, Inode, I_ADDR_OFFSET, I_NID_OFFSET, MAX_DIR_HASH_DEPTH, MAX_NAME_LEN,
+    iflags, inline_flags, FileType, Inode, I_ADDR_OFFSET, I_NID_OFFSET, MAX_DIR_HASH_DEPTH,
+    MAX_NAME_LEN,
 };
 use uf2fs_format::node::{
     entry, is_indirect, ofs, ADDRS_PER_BLOCK, COLD_BIT, FOOTER_OFFSET, OFFSET_BIT_SHIFT,
@@ -117,7 +117,15 @@ impl Fs {
     }
 
     /// A new inode block with Linux's defaults.
-    fn new_inode_block(&self, nid: u32, parent: u32, name: &[u8], a: NewInode) -> Result<Editing> {
+    /// `flags` is the new `i_flags` (what the inode inherits from its directory).
+    fn new_inode_block(
+        &self,
+        nid: u32,
+        parent: u32,
+        name: &[u8],
+        a: NewInode,
+        flags: u32,
+    ) -> Result<Editing> {
         let sb = &self.vol().sb;
         let ft = FileType::from_mode(a.mode)
             .ok_or(Error::InvalidArgument("unknown file type in mode"))?;
@@ -139,6 +147,7 @@ impl Fs {
             put(&mut b, at, &ns.to_le_bytes());
         }
         put(&mut b, 68, &rand_u32().to_le_bytes());
+        put(&mut b, 80, &flags.to_le_bytes());
         put(&mut b, 84, &parent.to_le_bytes());
         put(&mut b, 88, &(name.len() as u32).to_le_bytes());
         put(&mut b, 92, name);
@@ -256,8 +265,15 @@ impl Fs {
             Err(Error::NotFound) => {}
             Err(e) => return Err(e),
         }
+        // A new directory inherits its parent's casefold flag (Linux masks it off the other
+        // file types).
+        let flags = if FileType::from_mode(a.mode) == Some(FileType::Directory) {
+            pdir.flags & iflags::CASEFOLD
+        } else {
+            0
+        };
         let nid = self.vol().nat.alloc(&*self.vol().dev)?;
-        let e = self.new_inode_block(nid, parent, name, a)?;
+        let e = self.new_inode_block(nid, parent, name, a, flags)?;
         let ft = e.inode.file_type;
         self.vol().nat.set(
             nid,
@@ -346,6 +362,61 @@ impl Fs {
         })
     }
 
+    /// The inode flags as FS_IOC_GETFLAGS reports them (Linux 6.1's f2fs: the gettable
+    /// `i_flags` bits, which share the FS_*_FL values, plus FS_INLINE_DATA_FL for an inode
+    /// with inline data or dentries).
+    pub fn fs_flags(&self, ino: u32) -> Result<u32> {
+        let i = self.inode(ino)?;
+        let mut f = i.flags & fs_flags::GETTABLE;
+        if i.has_inline_data() || i.has_inline_dentry() {
+            f |= fs_flags::INLINE_DATA;
+        }
+        Ok(f)
+    }
+
+    /// Sets inode flags as FS_IOC_SETFLAGS asks, with Linux 6.1's rules for what uf2fs can
+    /// change today: the casefold flag, on a directory (ENOTDIR otherwise) that is empty
+    /// (ENOTEMPTY), of an image with the casefold feature (EOPNOTSUPP). Bits Linux does not
+    /// report are refused (EOPNOTSUPP); reported but unsettable ones are ignored, as there;
+    /// a change to any other settable flag is refused as not supported yet.
+    pub fn set_fs_flags(&self, ino: u32, flags: u32) -> Result<()> {
+        if flags & !fs_flags::GETTABLE_IN != 0 {
+            return Err(Error::Unsupported(format!(
+                "inode flags {:#x} are not settable",
+                flags & !fs_flags::GETTABLE_IN
+            )));
+        }
+        self.changing(0, |_| {
+            self.live(ino)?;
+            let i = self.inode(ino)?;
+            let changed = (i.flags ^ flags) & fs_flags::SETTABLE;
+            if changed == 0 {
+                return Ok(());
+            }
+            if changed & !iflags::CASEFOLD != 0 {
+                return Err(Error::Unsupported(format!(
+                    "changing inode flags {:#x} is not supported yet (only the casefold flag)",
+                    changed & !iflags::CASEFOLD
+                )));
+            }
+            if !self.vol().sb.has(feature::CASEFOLD) {
+                return Err(Error::Unsupported(
+                    "the image has no casefold feature (mkfs.f2fs -O casefold -C utf8)".into(),
+                ));
+            }
+            if i.file_type != FileType::Directory {
+                return Err(Error::NotADirectory);
+            }
+            if !self.readdir(ino)?.is_empty() {
+                return Err(Error::NotEmpty);
+            }
+            let mut e = self.edit(ino)?;
+            e.set_u32(80, i.flags ^ iflags::CASEFOLD);
+            e.touch(false);
+            self.commit(e)
+        })
+    }
+
     /// Sets the access time of `ino` alone (a read under relatime): the change time stays.
     pub fn set_atime(&self, ino: u32, (s, ns): (i64, u32)) -> Result<()> {
         self.changing(0, |_| {
@@ -366,7 +437,7 @@ impl Fs {
         ft: FileType,
     ) -> Result<()> {
         let mut p = self.edit(parent)?;
-        let hash = dentry_hash(name);
+        let hash = self.vol().dir_name(&p.inode, name)?.0.hash();
         if p.inode.has_inline_dentry() {
             let r = p.inline_range();
             let done = p
@@ -959,6 +1030,30 @@ impl Fs {
 /// The most blocks a synchronous write rewrites in place (`mode=adaptive`): Linux's default
 /// `min_fsync_blocks`, below which an fsync's dirty pages are written in place.
 pub const MIN_FSYNC_BLOCKS: u64 = 8;
+
+/// FS_IOC_GETFLAGS / FS_IOC_SETFLAGS bits as Linux 6.1's f2fs maps them.
+pub mod fs_flags {
+    /// `i_flags` bits reported (sync, immutable, append, nodump, noatime, compr, nocomp,
+    /// index, dirsync, projinherit, casefold).
+    pub const GETTABLE: u32 = 0x0000_0008
+        | 0x0000_0010
+        | 0x0000_0020
+        | 0x0000_0040
+        | 0x0000_0080
+        | 0x0000_0004
+        | 0x0000_0400
+        | 0x0000_1000
+        | 0x0001_0000
+        | 0x2000_0000
+        | 0x4000_0000;
+    /// FS_INLINE_DATA_FL.
+    pub const INLINE_DATA: u32 = 0x1000_0000;
+    /// What SETFLAGS accepts without EOPNOTSUPP: the reported bits plus the derived ones
+    /// Linux reports (encrypt, inline data, nocow, verity).
+    pub const GETTABLE_IN: u32 = GETTABLE | 0x0000_0800 | INLINE_DATA | 0x0080_0000 | 0x0010_0000;
+    /// The bits SETFLAGS may change.
+    pub const SETTABLE: u32 = GETTABLE & !0x0000_1000;
+}
 
 /// A random i_generation for a new inode. std's `RandomState` takes its keys from the OS once
 /// per thread and varies them for each new one: random enough here, and no file is opened
