@@ -182,6 +182,53 @@ fn every_way_of_unmounting_leaves_a_clean_image() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Changes nobody synced reach a checkpoint within `cp_interval` seconds (Linux's knob, 60 by
+/// default): killed with SIGKILL after that, the daemon leaves an image that has them, and
+/// fsck.f2fs finds it clean.
+#[test]
+fn unsynced_changes_survive_a_kill_after_the_checkpoint_interval() {
+    let dir = scratch("mount-cp-interval");
+    let img = dir.join("img");
+    mkfs(&img, "128M");
+    let mnt = dir.join("mnt");
+    let m = Mount::new(&bin(), &img, &mnt, &["cp_interval=1"]);
+    let data: Vec<u8> = (0..200_000u32).map(|x| (x * 13) as u8).collect();
+    std::fs::write(mnt.join("kept"), &data).unwrap();
+    std::fs::create_dir(mnt.join("dir")).unwrap();
+    // No fsync, no sync: only the periodic checkpoint can make these durable.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let st = uf2fs(&["status".as_ref(), "--json".as_ref(), mnt.as_os_str()]);
+        let v: serde_json::Value = serde_json::from_str(&st).unwrap();
+        if v.pointer("/checkpoints/written").and_then(|w| w.as_u64()) > Some(0) {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no checkpoint within 30 s with cp_interval=1: {st}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    m.umount_with(|d, pid| {
+        run(Command::new("kill").args(["-KILL", &pid.to_string()]));
+        let _ = Command::new("fusermount3").arg("-uz").arg(d).status();
+    });
+    let (clean, report) = uf2fs_testkit::fsck_f2fs(&img);
+    assert!(clean, "{report}");
+    let got = Command::new(bin())
+        .arg("cat")
+        .arg(&img)
+        .arg("/kept")
+        .output()
+        .unwrap();
+    assert!(
+        got.status.success() && got.stdout == data,
+        "the unsynced file after SIGKILL: {}",
+        String::from_utf8_lossy(&got.stderr)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// A busy mount point (a process has its working directory there) is not unmounted: `uf2fs
 /// umount` and SIGTERM are refused with a message, the mount keeps serving, and once the
 /// process is gone `uf2fs umount` works. (fuser's own unmounter forgot the mount after a

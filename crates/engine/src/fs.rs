@@ -360,6 +360,7 @@ impl Fs {
                 head: h.clone(),
                 crc: m.cp.crc,
                 mounted_at: std::time::Instant::now(),
+                last_landed: std::time::Instant::now(),
                 written: 0,
                 requests: 0,
                 covered_seq: 0,

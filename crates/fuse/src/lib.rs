@@ -196,6 +196,12 @@ pub fn serve(
     if fs.is_writable() && opts.background_gc != uf2fs_engine::BackgroundGc::Off {
         spawn_cleaner(Arc::downgrade(&fs));
     }
+    if fs.is_writable() && opts.cp_interval > 0 {
+        spawn_checkpointer(
+            Arc::downgrade(&fs),
+            std::time::Duration::from_secs(opts.cp_interval),
+        );
+    }
     let first = status()?;
     let waiters = control::Waiters::default();
     control::spawn(
@@ -269,6 +275,26 @@ fn spawn_cleaner(fs: std::sync::Weak<uf2fs_engine::Fs>) {
         });
     if let Err(e) = spawned {
         tracing::error!("background cleaner not started: {e}");
+    }
+}
+
+/// The periodic checkpoint (`cp_interval`): once a second, a checkpoint if changes nobody
+/// synced are older than the interval's worth of checkpoints (never waiting for the lock).
+fn spawn_checkpointer(fs: std::sync::Weak<uf2fs_engine::Fs>, interval: std::time::Duration) {
+    let spawned = std::thread::Builder::new()
+        .name("uf2fs-cp".into())
+        .spawn(move || loop {
+            std::thread::sleep(interval.min(std::time::Duration::from_secs(1)));
+            let Some(fs) = fs.upgrade() else {
+                return;
+            };
+            if let Err(e) = fs.checkpoint_if_due(interval) {
+                tracing::error!("periodic checkpoint stopped: {e}");
+                return;
+            }
+        });
+    if let Err(e) = spawned {
+        tracing::error!("periodic checkpoint not started: {e}");
     }
 }
 

@@ -60,6 +60,9 @@ pub struct MountOptions {
     pub mode: AllocMode,
     /// Which rewrites go in place in adaptive mode (`ipu=fsync|force|off`).
     pub ipu: IpuPolicy,
+    /// Seconds after which changes nobody synced get a checkpoint (`cp_interval=N`, the
+    /// kernel's sysfs knob of that name; 0: only when asked or when the caches fill).
+    pub cp_interval: u64,
     pub fsync_mode: FsyncMode,
     pub inline_data: bool,
     pub inline_dentry: bool,
@@ -89,6 +92,7 @@ impl Default for MountOptions {
             checkpoint_merge: true,
             mode: AllocMode::Adaptive,
             ipu: IpuPolicy::Fsync,
+            cp_interval: DEFAULT_CP_INTERVAL,
             fsync_mode: FsyncMode::Posix,
             inline_data: true,
             inline_dentry: true,
@@ -205,6 +209,12 @@ impl MountOptions {
                     _ => return bad_value(v, "fsync, force, off"),
                 }
             }
+            ("cp_interval", Some(v)) => {
+                self.cp_interval = match v.parse::<u64>() {
+                    Ok(n) if n <= 86_400 => n,
+                    _ => return bad_value(v, "seconds from 0 (never) to 86400"),
+                }
+            }
             ("gc_window", Some(v)) => {
                 self.gc_window = match v.parse::<u32>() {
                     Ok(n) => n,
@@ -267,7 +277,7 @@ impl MountOptions {
             ) => return Err(format!("mount option {key} takes no value")),
             (
                 "background_gc" | "mode" | "fsync_mode" | "gc_policy" | "gc_node_penalty" | "log"
-                | "cache_size" | "threads" | "gc_window" | "ipu",
+                | "cache_size" | "threads" | "gc_window" | "ipu" | "cp_interval",
                 None,
             ) => return Err(format!("mount option {key} needs a value ({key}=...)")),
             _ => return Err(format!("unknown mount option '{opt}'")),
@@ -275,6 +285,9 @@ impl MountOptions {
         Ok(())
     }
 }
+
+/// Linux's `cp_interval` default: a checkpoint at most a minute after an unsynced change.
+pub const DEFAULT_CP_INTERVAL: u64 = 60;
 
 /// Request-handling threads unless `threads=` says otherwise (see docs/design.md, "The I/O
 /// path", for the measurements behind it).

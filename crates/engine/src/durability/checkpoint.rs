@@ -137,6 +137,7 @@ pub(crate) fn settle(vol: &Vol, ws: &mut WriteState) -> Result<()> {
     ws.cp.crc = p.crc;
     let freed = ws.segs.checkpoint_landed(&p.prefree, &p.reserved);
     ws.sync.checkpoint_landed();
+    ws.cp.last_landed = std::time::Instant::now();
     ws.gc.stats.sections_freed += freed / u64::from(vol.layout.segs_per_sec.max(1));
     ws.cp.covered_seq = p.start_seq;
     ws.cp.written += 1;

@@ -121,6 +121,32 @@ impl Fs {
         self.write_prepared(writes)
     }
 
+    /// Writes a checkpoint if something changed since the last one began and that one is at
+    /// least `interval` old (the kernel's `cp_interval`: what a crash can lose that nobody
+    /// fsync'd stays bounded in time). Returns whether it wrote one. Never waits for the write
+    /// lock: a busy volume is checked again on the next call.
+    pub fn checkpoint_if_due(&self, interval: std::time::Duration) -> Result<bool> {
+        let vol = self.vol();
+        let Some(lock) = vol.write.as_ref() else {
+            return Ok(false);
+        };
+        let ws = match lock.try_lock() {
+            Ok(ws) => ws,
+            Err(std::sync::TryLockError::WouldBlock) => return Ok(false),
+            Err(std::sync::TryLockError::Poisoned(_)) => {
+                return Err(Error::InvalidArgument("internal lock poisoned"))
+            }
+        };
+        let changed = vol.change_seq.load(Ordering::SeqCst) > ws.cp.covered_seq;
+        let due = ws.cp.last_landed.elapsed() >= interval;
+        if ws.failed.is_some() || ws.cp.pending.is_some() || !changed || !due {
+            return Ok(false);
+        }
+        drop(ws);
+        self.request_checkpoint(None)?;
+        Ok(true)
+    }
+
     /// Why an fsync of `ino` must write a checkpoint; `None` when the node chain will do.
     fn checkpoint_reason(&self, ws: &WriteState, ino: u32) -> Result<Option<&'static str>> {
         let i = self.inode(ino)?;

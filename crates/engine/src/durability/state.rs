@@ -19,6 +19,8 @@ pub(crate) struct CheckpointState {
     /// CRC of the last durable checkpoint block (in node footers under CRC_RECOVERY).
     pub crc: u32,
     pub mounted_at: Instant,
+    /// When the last checkpoint landed (the mount, before any).
+    pub last_landed: Instant,
     /// Checkpoints written since mount.
     pub written: u64,
     /// Checkpoints asked for since mount (each sync, fsync or unmount, and the budget).
