@@ -50,6 +50,10 @@ enum Cmd {
         /// Write IMAGE as an Android sparse image (as img2simg would), not a raw one.
         #[arg(long)]
         sparse: bool,
+        /// The large NAT bitmap layout (mkfs.f2fs -i): a NAT a fifth the usual size but not
+        /// capped by the checkpoint block, its bitmap running on into checkpoint payload blocks.
+        #[arg(long, short = 'i')]
+        large_nat_bitmap: bool,
     },
     /// Mount an image or device on a directory (FUSE); returns once the mount is live.
     #[command(after_long_help = MOUNT_NOTES)]
@@ -241,6 +245,7 @@ fn main() -> ExitCode {
             features,
             force,
             sparse,
+            large_nat_bitmap,
         } => mkfs::run(mkfs::Args {
             image: &image,
             size: size.as_deref(),
@@ -250,6 +255,7 @@ fn main() -> ExitCode {
             features: &features,
             force,
             sparse,
+            large_nat_bitmap,
         }),
         Cmd::Mkdir {
             parents,

@@ -59,6 +59,8 @@ pub struct Args<'a> {
     pub force: bool,
     /// Write IMAGE as an Android sparse image (made raw beside it first).
     pub sparse: bool,
+    /// mkfs.f2fs `-i`: the large NAT bitmap layout.
+    pub large_nat_bitmap: bool,
 }
 
 pub fn run(a: Args<'_>) -> CliResult {
@@ -141,6 +143,7 @@ fn make(a: &Args<'_>, image: &Path) -> CliResult {
         segs_per_sec: a.segs_per_sec,
         label: a.label.to_owned(),
         features,
+        large_nat_bitmap: a.large_nat_bitmap,
         ..MkfsOptions::default()
     };
     let g = mkfs(&dev, &opts).map_err(|e| format!("{shown}: {e}"))?;

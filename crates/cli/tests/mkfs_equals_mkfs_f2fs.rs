@@ -16,8 +16,12 @@ use std::process::Command;
 use uf2fs_format::superblock::Superblock;
 use uf2fs_testkit::{assert_fsck_clean, run, scratch};
 
-fn blk(img: &[u8], addr: u64) -> &[u8] {
-    &img[addr as usize * 4096..addr as usize * 4096 + 4096]
+/// One block of an image file (read on demand: the images can be large sparse files).
+fn blk(img: &std::fs::File, addr: u64) -> Vec<u8> {
+    use std::os::unix::fs::FileExt;
+    let mut b = vec![0u8; 4096];
+    img.read_exact_at(&mut b, addr * 4096).unwrap();
+    b
 }
 
 /// Zeroes byte ranges (masked fields) in a copy of a block.
@@ -30,6 +34,11 @@ fn masked(b: &[u8], ranges: &[(usize, usize)]) -> Vec<u8> {
 }
 
 fn compare(mib: u64, segs_per_sec: u32, features: &str) {
+    compare_with(mib, segs_per_sec, features, false);
+}
+
+/// With `large`, both are made with the large NAT bitmap layout (`-i`).
+fn compare_with(mib: u64, segs_per_sec: u32, features: &str, large: bool) {
     let dir = scratch("mkfs-cmp");
     let (ours, theirs) = (dir.join("ours.img"), dir.join("theirs.img"));
     let mut args = vec![
@@ -46,6 +55,10 @@ fn compare(mib: u64, segs_per_sec: u32, features: &str) {
         args.extend(["-O".into(), features.into()]);
         mk.args(["-O", features]);
     }
+    if large {
+        args.push("-i".into());
+        mk.arg("-i");
+    }
     run(Command::new(env!("CARGO_BIN_EXE_uf2fs")).args(&args));
     std::fs::File::create(&theirs)
         .unwrap()
@@ -54,10 +67,10 @@ fn compare(mib: u64, segs_per_sec: u32, features: &str) {
     run(mk.arg(&theirs));
     assert_fsck_clean(&ours);
     let (a, b) = (
-        std::fs::read(&ours).unwrap(),
-        std::fs::read(&theirs).unwrap(),
+        std::fs::File::open(&ours).unwrap(),
+        std::fs::File::open(&theirs).unwrap(),
     );
-    let what = format!("{mib} MiB -s {segs_per_sec} -O {features:?}");
+    let what = format!("{mib} MiB -s {segs_per_sec} -O {features:?} large NAT bitmap {large}");
     // Superblock: uuid 108..124, version strings 1668..2180, crc 3068.
     let sb_mask = [
         (1024 + 108, 1024 + 124),
@@ -65,25 +78,26 @@ fn compare(mib: u64, segs_per_sec: u32, features: &str) {
         (1024 + 3068, 1024 + 3072),
     ];
     assert_eq!(
-        masked(blk(&a, 0), &sb_mask),
-        masked(blk(&b, 0), &sb_mask),
+        masked(&blk(&a, 0), &sb_mask),
+        masked(&blk(&b, 0), &sb_mask),
         "{what}: superblock"
     );
     assert_eq!(blk(&a, 0), blk(&a, 1), "{what}: both superblock copies");
-    let sb = Superblock::parse(blk(&a, 0), 0).unwrap();
+    let sb = Superblock::parse(&blk(&a, 0), 0).unwrap();
     let l = sb.layout();
     let aligned = ((mib << 20).saturating_sub(u64::from(l.segment0) * 4096) / (2 << 20))
         .is_multiple_of(u64::from(segs_per_sec));
     // CP head: version 0..8, and (when the size is not whole sections) the free and user
-    // counts mkfs.f2fs gets wrong; CRC at 4092.
-    let mut cp_mask = vec![(0, 8), (4092, 4096)];
+    // counts mkfs.f2fs gets wrong; CRC at 4092 (192 with the large NAT bitmap).
+    let crc_at = if large { 192 } else { 4092 };
+    let mut cp_mask = vec![(0, 8), (crc_at, crc_at + 4)];
     if !aligned {
         cp_mask.extend([(8, 16), (32, 36)]);
     }
     let cp = u64::from(l.cp);
     assert_eq!(
-        masked(blk(&a, cp), &cp_mask),
-        masked(blk(&b, cp), &cp_mask),
+        masked(&blk(&a, cp), &cp_mask),
+        masked(&blk(&b, cp), &cp_mask),
         "{what}: checkpoint block"
     );
     let total = u32::from_le_bytes(blk(&a, cp)[136..140].try_into().unwrap()) as u64;
@@ -95,13 +109,13 @@ fn compare(mib: u64, segs_per_sec: u32, features: &str) {
         );
     }
     assert_eq!(
-        masked(blk(&a, cp + total - 1), &cp_mask),
-        masked(blk(&b, cp + total - 1), &cp_mask),
+        masked(&blk(&a, cp + total - 1), &cp_mask),
+        masked(&blk(&b, cp + total - 1), &cp_mask),
         "{what}: trailing CP"
     );
     assert_eq!(
-        masked(blk(&a, cp + 512), &cp_mask),
-        masked(blk(&b, cp + 512), &cp_mask),
+        masked(&blk(&a, cp + 512), &cp_mask),
+        masked(&blk(&b, cp + 512), &cp_mask),
         "{what}: pack 2"
     );
     // nat_bits: header (version | crc << 32) differs, the bits not.
@@ -129,8 +143,8 @@ fn compare(mib: u64, segs_per_sec: u32, features: &str) {
     };
     for i in 0..n {
         assert_eq!(
-            masked(blk(&a, hot_node + i), &inode_mask),
-            masked(blk(&b, hot_node + i), &inode_mask),
+            masked(&blk(&a, hot_node + i), &inode_mask),
+            masked(&blk(&b, hot_node + i), &inode_mask),
             "{what}: inode {i}"
         );
         assert_eq!(
@@ -165,6 +179,32 @@ fn extra_features_and_sections() {
     compare(300, 4, EXTRA);
     compare(1024, 8, "lost_found");
     compare(200, 2, "extra_attr,inode_crtime");
+}
+
+/// mkfs.f2fs `-i`: the CRC at 192, the NAT bitmap from 196, a NAT a fifth the usual size;
+/// at 300 GiB (a sparse file) the bitmaps need one payload block.
+#[test]
+fn large_nat_bitmap_several_sizes() {
+    compare_with(64, 1, "", true);
+    compare_with(1000, 2, EXTRA, true);
+    compare_with(300 << 10, 1, "", true);
+    let dir = scratch("mkfs-large-payload");
+    let img = dir.join("x.img");
+    run(Command::new(env!("CARGO_BIN_EXE_uf2fs")).args([
+        "mkfs",
+        img.to_str().unwrap(),
+        "--size",
+        "300G",
+        "-i",
+    ]));
+    let f = std::fs::File::open(&img).unwrap();
+    let sb = Superblock::parse(&blk(&f, 0), 0).unwrap();
+    assert_eq!(sb.cp_payload(), 1, "300 GiB -i has a payload block");
+    let cp = blk(&f, 512);
+    let flags = u32::from_le_bytes(cp[132..136].try_into().unwrap());
+    assert_ne!(flags & 0x400, 0, "large_nat_bitmap flag");
+    assert_eq!(u32::from_le_bytes(cp[164..168].try_into().unwrap()), 192);
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]

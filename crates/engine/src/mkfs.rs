@@ -11,7 +11,9 @@
 use crate::error::{Error, Result};
 use std::time::{SystemTime, UNIX_EPOCH};
 use uf2fs_device::{BlockDevice, IoCause};
-use uf2fs_format::checkpoint::{flags, RawCheckpoint, CP_CHECKSUM_OFFSET};
+use uf2fs_format::checkpoint::{
+    flags, BitmapPlace, RawCheckpoint, CP_CHECKSUM_OFFSET, CP_MIN_CHECKSUM_OFFSET,
+};
 use uf2fs_format::crc::{f2fs_crc32, F2FS_SUPER_MAGIC};
 use uf2fs_format::geometry::{plan, Geometry, GeometryOptions};
 use uf2fs_format::hash::dentry_hash;
@@ -61,6 +63,8 @@ pub struct MkfsOptions {
     pub time: Option<u64>,
     pub root_uid: u32,
     pub root_gid: u32,
+    /// The large NAT bitmap layout of mkfs.f2fs `-i` (see `uf2fs_format::geometry`).
+    pub large_nat_bitmap: bool,
 }
 
 impl Default for MkfsOptions {
@@ -75,6 +79,7 @@ impl Default for MkfsOptions {
             time: None,
             root_uid: 0,
             root_gid: 0,
+            large_nat_bitmap: false,
         }
     }
 }
@@ -293,6 +298,7 @@ pub fn mkfs(dev: &dyn BlockDevice, o: &MkfsOptions) -> Result<Geometry> {
         segs_per_sec: o.segs_per_sec,
         secs_per_zone: 1,
         overprovision: o.overprovision,
+        large_nat_bitmap: o.large_nat_bitmap,
     })
     .map_err(|e| Error::Unsupported(e.to_string()))?;
     // mkfs.f2fs 1.15 counts free segments (and user blocks) over every whole segment of the
@@ -421,27 +427,36 @@ pub fn mkfs(dev: &dyn BlockDevice, o: &MkfsOptions) -> Result<Geometry> {
     if u64::from(total) <= seg - nat_bits_blocks {
         cp_flags |= flags::NAT_BITS;
     }
+    if o.large_nat_bitmap {
+        cp_flags |= flags::LARGE_NAT_BITMAP;
+    }
     cp.ckpt_flags.set(cp_flags);
     cp.cp_pack_total_block_count.set(total);
     cp.cp_pack_start_sum.set(1 + g.cp_payload);
     cp.valid_node_count.set(1 + n_lpf);
     cp.valid_inode_count.set(1 + n_lpf);
     cp.next_free_nid.set(4 + n_lpf);
-    cp.sit_ver_bitmap_bytesize
-        .set((u64::from(g.segment_count_sit) / 2 * seg / 8) as u32);
+    let sit_bitmap_bytes = u64::from(g.segment_count_sit) / 2 * seg / 8;
+    cp.sit_ver_bitmap_bytesize.set(sit_bitmap_bytes as u32);
     cp.nat_ver_bitmap_bytesize.set(nat_bits_bytes as u32);
-    cp.checksum_offset.set(CP_CHECKSUM_OFFSET);
-    let cp_block = |cp: &RawCheckpoint| -> (Block, u32) {
-        let mut b = [0u8; BLOCK_SIZE];
-        put(&mut b, 0, cp.as_bytes());
-        let crc = f2fs_crc32(
-            F2FS_SUPER_MAGIC,
-            b.get(..CP_CHECKSUM_OFFSET as usize).unwrap_or(&[]),
-        );
-        put(&mut b, CP_CHECKSUM_OFFSET as usize, &crc.to_le_bytes());
-        (b, crc)
+    cp.checksum_offset.set(if o.large_nat_bitmap {
+        CP_MIN_CHECKSUM_OFFSET
+    } else {
+        CP_CHECKSUM_OFFSET
+    });
+    // The CP block with both bitmaps zero (each area's first copy is current); the payload
+    // blocks, zero as well, are written apart.
+    let (sit_zero, nat_zero) = (
+        vec![0u8; sit_bitmap_bytes as usize],
+        vec![0u8; nat_bits_bytes as usize],
+    );
+    let place = BitmapPlace::of(&cp, g.cp_payload, u64::from(g.segment0_blkaddr))?;
+    let cp_block = |cp: &RawCheckpoint| -> Result<(Block, u32)> {
+        let (blocks, crc) = place.write(cp, &sit_zero, &nat_zero)?;
+        let first = blocks.first().copied().unwrap_or([0u8; BLOCK_SIZE]);
+        Ok((first, crc))
     };
-    let (cp1, crc1) = cp_block(&cp);
+    let (cp1, crc1) = cp_block(&cp)?;
     let pack1 = u64::from(g.segment0_blkaddr);
     w.block(pack1, &cp1, IoCause::Checkpoint)?;
     w.zero(pack1 + 1, u64::from(g.cp_payload))?;
@@ -511,7 +526,7 @@ pub fn mkfs(dev: &dyn BlockDevice, o: &MkfsOptions) -> Result<Geometry> {
     }
     // 6. Pack 2: version 0, so that pack 1 is the one mounted.
     cp.checkpoint_ver.set(0);
-    let (cp2, _) = cp_block(&cp);
+    let (cp2, _) = cp_block(&cp)?;
     let pack2 = pack1 + seg;
     w.block(pack2, &cp2, IoCause::Checkpoint)?;
     w.zero(pack2 + 1, u64::from(g.cp_payload))?;

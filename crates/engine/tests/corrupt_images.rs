@@ -292,3 +292,120 @@ fn mutated_linux_image_with_extra_features() {
     run_mutations("linux-extra", std::fs::read(&img).unwrap(), 3003);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A mkfs.f2fs `-i` image (large NAT bitmap layout) loaded by sload.f2fs.
+fn large_nat_bitmap_image(dir: &std::path::Path) -> Vec<u8> {
+    let src = dir.join("src");
+    gen_tree(
+        &src,
+        44,
+        TreeSpec {
+            files: 60,
+            max_file: 3_000_000,
+            big_dir: 600,
+            depth: 6,
+        },
+    );
+    let img = dir.join("img");
+    std::fs::File::create(&img)
+        .unwrap()
+        .set_len(128 << 20)
+        .unwrap();
+    uf2fs_testkit::run(
+        std::process::Command::new("mkfs.f2fs")
+            .args(["-f", "-q", "-i"])
+            .arg(&img),
+    );
+    let _ = uf2fs_testkit::try_run(
+        std::process::Command::new("sload.f2fs")
+            .arg("-f")
+            .arg(&src)
+            .arg(&img),
+    );
+    std::fs::read(&img).unwrap()
+}
+
+#[test]
+fn mutated_large_nat_bitmap_image() {
+    let dir = scratch("mutate-large-nat");
+    let img = large_nat_bitmap_image(&dir);
+    run_mutations("mkfs -i + sload", img, 4004);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Rewrites every CP block (head and trailing copy of both packs) with `edit`, the CRC
+/// recomputed where the edited head says it goes.
+fn edit_checkpoints(img: &mut [u8], edit: impl Fn(&mut [u8])) {
+    use uf2fs_format::checkpoint::checkpoint_crc;
+    for pack in [512usize, 1024] {
+        let total = u32::from_le_bytes(
+            img[pack * BLOCK_SIZE + 136..pack * BLOCK_SIZE + 140]
+                .try_into()
+                .unwrap(),
+        ) as usize;
+        for at in [pack, pack + total - 1] {
+            let b = &mut img[at * BLOCK_SIZE..(at + 1) * BLOCK_SIZE];
+            edit(b);
+            let off = u32::from_le_bytes(b[164..168].try_into().unwrap()) as usize;
+            let block: &[u8; BLOCK_SIZE] = (&*b).try_into().unwrap();
+            let crc = checkpoint_crc(block, off.min(4092));
+            b[off.min(4092)..off.min(4092) + 4].copy_from_slice(&crc.to_le_bytes());
+        }
+    }
+}
+
+/// Hostile checkpoints with the large NAT bitmap flag: bitmap sizes or payload counts that do
+/// not fit, the deprecated CRC place. Each is refused at mount with a clear message.
+#[test]
+fn large_nat_bitmap_checkpoints_that_do_not_fit_are_refused() {
+    let dir = scratch("large-nat-hostile");
+    let good = large_nat_bitmap_image(&dir);
+    let set32 = |b: &mut [u8], at: usize, v: u32| b[at..at + 4].copy_from_slice(&v.to_le_bytes());
+    type Edit = Box<dyn Fn(&mut Vec<u8>)>;
+    let cases: Vec<(&str, Edit, &str)> = vec![
+        (
+            "NAT bitmap larger than the NAT area",
+            Box::new(move |img| edit_checkpoints(img, |b| set32(b, 160, 5000))),
+            "nat_ver_bitmap_bytesize",
+        ),
+        (
+            "SIT bitmap of u32::MAX bytes",
+            Box::new(move |img| edit_checkpoints(img, |b| set32(b, 156, u32::MAX))),
+            "sit_ver_bitmap_bytesize",
+        ),
+        (
+            "CRC at 4092 with the flag (the deprecated layout)",
+            Box::new(move |img| edit_checkpoints(img, |b| set32(b, 164, 4092))),
+            "checksum_offset",
+        ),
+        (
+            "summaries said to start inside the payload",
+            Box::new(move |img| set32(&mut img[1024..], 1664, 3)),
+            "cp_pack_start_sum",
+        ),
+        (
+            "payload longer than a segment",
+            Box::new(move |img| set32(&mut img[1024..], 1664, 600)),
+            "cp_payload",
+        ),
+    ];
+    for (what, edit, expect) in cases {
+        let mut img = good.clone();
+        edit(&mut img);
+        // Both superblock copies hold the same edit (block 1 is the second copy).
+        let (first, rest) = img.split_at_mut(BLOCK_SIZE);
+        rest[..BLOCK_SIZE].copy_from_slice(first);
+        let base = Arc::new(img);
+        let r = catch_unwind(AssertUnwindSafe(|| {
+            Fs::with_device(Box::new(mutate_none(&base))).map(|_| ())
+        }));
+        let err = match r {
+            Ok(Err(e)) => e.to_string(),
+            Ok(Ok(())) => panic!("{what}: mounted"),
+            Err(_) => panic!("{what}: panicked"),
+        };
+        assert!(err.contains(expect), "{what}: {err}");
+        eprintln!("{what}: {err}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

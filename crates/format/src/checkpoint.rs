@@ -1,6 +1,15 @@
 //! The checkpoint (CP) pack: two packs, at `cp_blkaddr` and one segment later, each a CP block,
-//! optional payload blocks (the rest of a large SIT version bitmap), orphan blocks, the
-//! current-segment summaries, and a trailing copy of the CP block.
+//! optional payload blocks (`cp_payload` in the superblock: where the version bitmaps go on
+//! when the CP block cannot hold them), orphan blocks, the current-segment summaries, and a
+//! trailing copy of the CP block.
+//!
+//! The CP block and its payload blocks are read as one buffer, and the bitmaps sit in it in
+//! one of three ways ([`BitmapPlace`]): both after the 192-byte head, SIT first, CRC at 4092
+//! (no payload); NAT after the head and SIT from the first payload block on, CRC at 4092
+//! (payload, usually a SIT bitmap over 3836 bytes); or, with `LARGE_NAT_BITMAP` (mkfs.f2fs
+//! `-i`), the CRC at 192 right after the head, the NAT bitmap from 196 and the SIT bitmap
+//! right after it, running on into the payload blocks. The CRC covers the CP block only
+//! (every byte but its own four), never the payload.
 //!
 //! A pack is valid when both CP blocks have a good CRC and the same version; of two valid
 //! packs the later version (wrap-safe signed difference) wins and a tie goes to pack 1. The
@@ -9,7 +18,7 @@
 
 use crate::crc::{f2fs_crc32, F2FS_SUPER_MAGIC};
 use crate::superblock::Layout;
-use crate::{slice_at, CorruptKind, FormatError, Incompatible, BLOCKS_PER_SEG, BLOCK_SIZE};
+use crate::{slice_at, CorruptKind, FormatError, BLOCKS_PER_SEG, BLOCK_SIZE};
 use zerocopy::little_endian::{U16, U32, U64};
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout, Unaligned};
 
@@ -110,6 +119,162 @@ const _: () = assert!(core::mem::size_of::<RawCheckpoint>() == CP_HEAD_SIZE);
 
 /// The usual place of the CP CRC.
 pub const CP_CHECKSUM_OFFSET: u32 = 4092;
+/// The place of the CP CRC with `LARGE_NAT_BITMAP`: right after the head.
+pub const CP_MIN_CHECKSUM_OFFSET: u32 = CP_HEAD_SIZE as u32;
+
+/// The CRC of a CP block whose checksum sits at `off` (192..=4092): every byte of the block
+/// but the four at `off`.
+pub fn checkpoint_crc(block: &[u8; BLOCK_SIZE], off: usize) -> u32 {
+    let crc = f2fs_crc32(F2FS_SUPER_MAGIC, block.get(..off).unwrap_or(&[]));
+    match block.get(off.saturating_add(4)..) {
+        Some(rest) if off < CP_CHECKSUM_OFFSET as usize => f2fs_crc32(crc, rest),
+        _ => crc,
+    }
+}
+
+/// Where the CRC and the two version bitmaps sit, as byte offsets into the CP block followed
+/// by its `cp_payload` payload blocks (one buffer, as Linux reads it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BitmapPlace {
+    pub crc_at: usize,
+    pub sit_at: usize,
+    pub sit_len: usize,
+    pub nat_at: usize,
+    pub nat_len: usize,
+    /// Blocks of the buffer: the CP block and the payload blocks.
+    pub blocks: usize,
+}
+
+impl BitmapPlace {
+    /// The places `head` (with its flags, checksum offset and bitmap sizes) and `cp_payload`
+    /// call for, checked to fit: both bitmaps inside the buffer, clear of the CRC.
+    pub fn of(
+        head: &RawCheckpoint,
+        cp_payload: u32,
+        blkaddr: u64,
+    ) -> Result<BitmapPlace, CorruptKind> {
+        let sit = head.sit_ver_bitmap_bytesize.get();
+        let nat = head.nat_ver_bitmap_bytesize.get();
+        let crc_at = head.checksum_offset.get();
+        let large = head.ckpt_flags.get() & flags::LARGE_NAT_BITMAP != 0;
+        let misfit = |how| CorruptKind::CheckpointBitmaps {
+            blkaddr,
+            sit,
+            nat,
+            payload: cp_payload,
+            how,
+        };
+        if cp_payload >= BLOCKS_PER_SEG {
+            return Err(misfit(" (the payload is longer than a segment)"));
+        }
+        let blocks = 1 + cp_payload as usize;
+        let end = blocks * BLOCK_SIZE;
+        let (sit_len, nat_len) = (sit as usize, nat as usize);
+        // Each case: (crc_at, sit_at, nat_at, end of the NAT bitmap's room, end of the SIT's).
+        let (sit_at, nat_at, nat_room, sit_room) = if large {
+            // Linux 6.1 refuses the older layout with the CRC at 4092 ("deprecated layout").
+            if crc_at != CP_MIN_CHECKSUM_OFFSET {
+                return Err(CorruptKind::CheckpointField {
+                    blkaddr,
+                    field: "checksum_offset (large_nat_bitmap needs 192)",
+                    value: crc_at.into(),
+                });
+            }
+            let nat_at = CP_HEAD_SIZE + 4;
+            (nat_at + nat_len, nat_at, end, end)
+        } else if cp_payload > 0 {
+            (BLOCK_SIZE, CP_HEAD_SIZE, crc_at as usize, end)
+        } else {
+            (
+                CP_HEAD_SIZE,
+                CP_HEAD_SIZE + sit_len,
+                crc_at as usize,
+                crc_at as usize,
+            )
+        };
+        if nat_at + nat_len > nat_room {
+            return Err(misfit(" (the NAT bitmap runs past its room)"));
+        }
+        if sit_at + sit_len > sit_room {
+            return Err(misfit(" (the SIT bitmap runs past its room)"));
+        }
+        Ok(BitmapPlace {
+            crc_at: crc_at as usize,
+            sit_at,
+            sit_len,
+            nat_at,
+            nat_len,
+            blocks,
+        })
+    }
+
+    /// The SIT and NAT bitmaps out of the CP block and payload blocks.
+    pub fn read(
+        &self,
+        cp: &[u8; BLOCK_SIZE],
+        payload: &[[u8; BLOCK_SIZE]],
+        blkaddr: u64,
+    ) -> Result<(Vec<u8>, Vec<u8>), CorruptKind> {
+        let mut all = Vec::with_capacity(self.blocks * BLOCK_SIZE);
+        all.extend_from_slice(cp);
+        for b in payload.iter().take(self.blocks - 1) {
+            all.extend_from_slice(b);
+        }
+        let short = || CorruptKind::Block {
+            blkaddr,
+            why: "checkpoint payload blocks missing",
+        };
+        let sit = slice_at(&all, self.sit_at, self.sit_len, short)?.to_vec();
+        let nat = slice_at(&all, self.nat_at, self.nat_len, short)?.to_vec();
+        Ok((sit, nat))
+    }
+
+    /// The CP block and its payload blocks for `head` with these bitmaps, the CRC in place.
+    /// Returns the blocks and the CRC.
+    pub fn write(
+        &self,
+        head: &RawCheckpoint,
+        sit: &[u8],
+        nat: &[u8],
+    ) -> Result<(Vec<[u8; BLOCK_SIZE]>, u32), CorruptKind> {
+        let wrong = |field: &'static str, value: usize| CorruptKind::CheckpointField {
+            blkaddr: 0,
+            field,
+            value: value as u64,
+        };
+        if sit.len() != self.sit_len {
+            return Err(wrong("sit_ver_bitmap_bytesize", sit.len()));
+        }
+        if nat.len() != self.nat_len {
+            return Err(wrong("nat_ver_bitmap_bytesize", nat.len()));
+        }
+        let mut all = vec![0u8; self.blocks * BLOCK_SIZE];
+        let mut put = |at: usize, bytes: &[u8]| {
+            if let Some(dst) = all.get_mut(at..at + bytes.len()) {
+                dst.copy_from_slice(bytes);
+            }
+        };
+        put(0, head.as_bytes());
+        put(self.sit_at, sit);
+        put(self.nat_at, nat);
+        let mut blocks: Vec<[u8; BLOCK_SIZE]> = all
+            .chunks_exact(BLOCK_SIZE)
+            .map(|c| {
+                let mut b = [0u8; BLOCK_SIZE];
+                b.copy_from_slice(c);
+                b
+            })
+            .collect();
+        let first = blocks
+            .first_mut()
+            .ok_or(wrong("cp_pack_total_block_count", 0))?;
+        let crc = checkpoint_crc(first, self.crc_at);
+        if let Some(dst) = first.get_mut(self.crc_at..self.crc_at + 4) {
+            dst.copy_from_slice(&crc.to_le_bytes());
+        }
+        Ok((blocks, crc))
+    }
+}
 
 /// One CP block whose CRC is good: the head plus the whole block (for the bitmaps).
 #[derive(Clone)]
@@ -141,11 +306,7 @@ impl CpBlock {
             blkaddr,
         })?;
         let stored = u32::from_le_bytes(stored.try_into().unwrap_or([0; 4]));
-        let mut crc = f2fs_crc32(F2FS_SUPER_MAGIC, block.get(..off).unwrap_or(&[]));
-        if off < CP_CHECKSUM_OFFSET as usize {
-            crc = f2fs_crc32(crc, block.get(off + 4..).unwrap_or(&[]));
-        }
-        if crc != stored {
+        if checkpoint_crc(block, off) != stored {
             return Err(CorruptKind::CheckpointChecksum { blkaddr });
         }
         Ok(CpBlock {
@@ -227,10 +388,6 @@ impl Checkpoint {
             field,
             value,
         };
-        let flags = h.ckpt_flags.get();
-        if flags & flags::LARGE_NAT_BITMAP != 0 {
-            return Err(Incompatible::LargeNatBitmap.into());
-        }
         let sit_bytes = h.sit_ver_bitmap_bytesize.get();
         let nat_bytes = h.nat_ver_bitmap_bytesize.get();
         if u64::from(sit_bytes) != u64::from(layout.sit_blocks()) / 8 {
@@ -239,30 +396,9 @@ impl Checkpoint {
         if u64::from(nat_bytes) != u64::from(layout.nat_blocks()) / 8 {
             return Err(bad("nat_ver_bitmap_bytesize", nat_bytes.into()).into());
         }
-        // Normal layout: both bitmaps after the head, SIT first; with a payload the NAT bitmap
-        // stays in the CP block and the SIT bitmap moves to the payload blocks.
-        let (sit_bitmap, nat_bitmap) = if payload.is_empty() {
-            let sit = slice_at(&cp.block[..], CP_HEAD_SIZE, sit_bytes as usize, || {
-                bad("sit_ver_bitmap_bytesize", sit_bytes.into())
-            })?;
-            let nat_start = CP_HEAD_SIZE + sit_bytes as usize;
-            let nat = slice_at(&cp.block[..], nat_start, nat_bytes as usize, || {
-                bad("nat_ver_bitmap_bytesize", nat_bytes.into())
-            })?;
-            if nat_start + nat_bytes as usize > h.checksum_offset.get() as usize {
-                return Err(bad("nat_ver_bitmap_bytesize", nat_bytes.into()).into());
-            }
-            (sit.to_vec(), nat.to_vec())
-        } else {
-            let nat = slice_at(&cp.block[..], CP_HEAD_SIZE, nat_bytes as usize, || {
-                bad("nat_ver_bitmap_bytesize", nat_bytes.into())
-            })?;
-            let all: Vec<u8> = payload.iter().flat_map(|b| b.iter().copied()).collect();
-            let sit = slice_at(&all, 0, sit_bytes as usize, || {
-                bad("sit_ver_bitmap_bytesize", sit_bytes.into())
-            })?;
-            (sit.to_vec(), nat.to_vec())
-        };
+        let cp_payload = u32::try_from(payload.len()).unwrap_or(u32::MAX);
+        let place = BitmapPlace::of(h, cp_payload, pack_addr)?;
+        let (sit_bitmap, nat_bitmap) = place.read(&cp.block, payload, pack_addr)?;
         let mut cursegs = [CursegInfo {
             segno: 0,
             blkoff: 0,
@@ -315,7 +451,7 @@ impl Checkpoint {
         }
         let start_sum = h.cp_pack_start_sum.get();
         let total = h.cp_pack_total_block_count.get();
-        if start_sum < 1 || start_sum >= total {
+        if start_sum < 1 + cp_payload || start_sum >= total {
             return Err(bad("cp_pack_start_sum", start_sum.into()).into());
         }
         Ok(Checkpoint {
@@ -403,6 +539,7 @@ pub fn orphan_inos(block: &[u8; BLOCK_SIZE], blkaddr: u64) -> Result<Vec<u32>, C
 #[cfg(test)]
 mod tests {
     use super::*;
+    use zerocopy::FromZeros;
 
     fn cp_block(ver: u64) -> [u8; BLOCK_SIZE] {
         let mut b = [0u8; BLOCK_SIZE];
@@ -471,6 +608,139 @@ mod tests {
             Checkpoint::assemble(CpBlock::parse(&b2, 512).unwrap(), 1, 512, &[], &layout).unwrap();
         assert_eq!(cp.orphan_blocks(u32::MAX), 0);
         assert_eq!(cp.orphan_blocks(0), 2);
+    }
+
+    fn layout() -> crate::superblock::Layout {
+        crate::superblock::Layout {
+            block_count: 1 << 20,
+            segment0: 512,
+            cp: 512,
+            sit: 1536,
+            nat: 2560,
+            ssa: 3584,
+            main: 4096,
+            main_segments: 248,
+            segs_per_sec: 1,
+            secs_per_zone: 1,
+            sit_segments: 2,
+            nat_segments: 2,
+        }
+    }
+
+    /// A head as mkfs.f2fs `-i` writes it, with these bitmap sizes and payload count.
+    fn large_head(sit: u32, nat: u32, payload: u32) -> RawCheckpoint {
+        let mut h = RawCheckpoint::new_zeroed();
+        h.checkpoint_ver.set(7);
+        h.ckpt_flags
+            .set(flags::UMOUNT | flags::COMPACT_SUM | flags::LARGE_NAT_BITMAP);
+        h.cp_pack_total_block_count.set(6 + payload);
+        h.cp_pack_start_sum.set(1 + payload);
+        h.sit_ver_bitmap_bytesize.set(sit);
+        h.nat_ver_bitmap_bytesize.set(nat);
+        h.checksum_offset.set(CP_MIN_CHECKSUM_OFFSET);
+        h
+    }
+
+    #[test]
+    fn large_nat_bitmap_puts_the_crc_at_192_then_nat_then_sit() {
+        let h = large_head(64, 64, 0);
+        let place = BitmapPlace::of(&h, 0, 512).unwrap();
+        assert_eq!(
+            (place.crc_at, place.nat_at, place.sit_at, place.blocks),
+            (192, 196, 260, 1)
+        );
+        let (sit, nat) = (vec![0x80u8; 64], vec![0x01u8; 64]);
+        let (blocks, crc) = place.write(&h, &sit, &nat).unwrap();
+        let b = blocks[0];
+        assert_eq!(b[192..196], crc.to_le_bytes());
+        assert_eq!(
+            (b[196], b[259], b[260], b[323], b[324]),
+            (1, 1, 0x80, 0x80, 0)
+        );
+        // The CRC covers the bytes after it too.
+        let cp = CpBlock::parse(&b, 512).unwrap();
+        let mut flipped = b;
+        flipped[4000] ^= 1;
+        assert!(CpBlock::parse(&flipped, 512).is_err());
+        let cp = Checkpoint::assemble(cp, 1, 512, &[], &layout()).unwrap();
+        assert_eq!((cp.sit_bitmap, cp.nat_bitmap), (sit, nat));
+    }
+
+    /// The sizes of mkfs.f2fs `-i` on 300 GiB: the NAT bitmap (4288 bytes) runs past the CP
+    /// block and the SIT bitmap lies wholly in the payload block.
+    #[test]
+    fn large_nat_bitmap_runs_on_into_the_payload() {
+        let h = large_head(384, 4288, 1);
+        let place = BitmapPlace::of(&h, 1, 512).unwrap();
+        assert_eq!((place.nat_at, place.sit_at, place.blocks), (196, 4484, 2));
+        let sit: Vec<u8> = (0..384).map(|i| i as u8).collect();
+        let nat: Vec<u8> = (0..4288).map(|i| (i * 7) as u8).collect();
+        let (blocks, _) = place.write(&h, &sit, &nat).unwrap();
+        assert_eq!(blocks.len(), 2);
+        assert_eq!(blocks[1][4484 - 4096], 0);
+        assert_eq!(blocks[1][4484 - 4096 + 1], 1);
+        let (s, n) = place.read(&blocks[0], &blocks[1..], 512).unwrap();
+        assert_eq!((s, n), (sit, nat));
+        // Without its payload block the same head does not fit.
+        assert!(matches!(
+            BitmapPlace::of(&h, 0, 512),
+            Err(CorruptKind::CheckpointBitmaps { payload: 0, .. })
+        ));
+    }
+
+    #[test]
+    fn hostile_large_nat_bitmap_heads_are_refused() {
+        // The deprecated layout (CRC at 4092) is refused as Linux 6.1 refuses it.
+        let mut h = large_head(64, 64, 0);
+        h.checksum_offset.set(CP_CHECKSUM_OFFSET);
+        assert!(matches!(
+            BitmapPlace::of(&h, 0, 512),
+            Err(CorruptKind::CheckpointField { value: 4092, .. })
+        ));
+        for (sit, nat, payload) in [
+            (u32::MAX, 64, 0),
+            (64, u32::MAX, 0),
+            (u32::MAX, u32::MAX, 511),
+            (3900, 1, 0),
+            (4096, 4096, 1),
+            (64, 64, 512),
+            (64, 64, u32::MAX),
+        ] {
+            let h = large_head(sit, nat, payload.min(100));
+            let e = BitmapPlace::of(&h, payload, 512).unwrap_err();
+            assert!(
+                matches!(e, CorruptKind::CheckpointBitmaps { .. }),
+                "{sit} {nat} {payload}: {e}"
+            );
+            assert!(e.to_string().contains("do not fit"), "{e}");
+        }
+        // Bitmap sizes that fit the block but not the geometry, and a pack whose summaries
+        // start inside the payload, are refused by `assemble`.
+        let h = large_head(128, 64, 0);
+        let (b, _) = BitmapPlace::of(&h, 0, 512)
+            .unwrap()
+            .write(&h, &[0; 128], &[0; 64])
+            .unwrap();
+        let cp = CpBlock::parse(&b[0], 512).unwrap();
+        assert!(Checkpoint::assemble(cp, 1, 512, &[], &layout()).is_err());
+        let mut h = large_head(64, 64, 1);
+        h.cp_pack_start_sum.set(1);
+        let (b, _) = BitmapPlace::of(&h, 1, 512)
+            .unwrap()
+            .write(&h, &[0; 64], &[0; 64])
+            .unwrap();
+        let cp = CpBlock::parse(&b[0], 512).unwrap();
+        let e = Checkpoint::assemble(cp, 1, 512, &b[1..], &layout()).err();
+        assert!(
+            matches!(
+                e,
+                Some(FormatError::Corrupt(CorruptKind::CheckpointField {
+                    field: "cp_pack_start_sum",
+                    ..
+                }))
+            ),
+            "{e:?}"
+        );
     }
 
     #[test]

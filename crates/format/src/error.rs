@@ -13,8 +13,6 @@ pub enum Incompatible {
     EncryptedFile { ino: u32 },
     #[error("compressed files are not supported yet (inode {ino})")]
     CompressedFile { ino: u32 },
-    #[error("large NAT bitmap checkpoints (mkfs -i) are not supported yet")]
-    LargeNatBitmap,
     #[error("unknown filename encoding {0} in the superblock (Linux 6.1 knows only 1, utf8-12.1)")]
     UnknownEncoding(u16),
     #[error("directory {ino} is casefolded but the image has no casefold feature")]
@@ -49,6 +47,16 @@ pub enum CorruptKind {
         blkaddr: u64,
         field: &'static str,
         value: u64,
+    },
+    #[error(
+        "checkpoint block at {blkaddr}: version bitmaps of {sit} (SIT) and {nat} (NAT) bytes do not fit the CP block and {payload} payload block(s){how}"
+    )]
+    CheckpointBitmaps {
+        blkaddr: u64,
+        sit: u32,
+        nat: u32,
+        payload: u32,
+        how: &'static str,
     },
     #[error(
         "checkpoint pack at {blkaddr}: trailing copy has version {trailing:#x}, header {header:#x}"

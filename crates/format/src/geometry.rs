@@ -8,6 +8,9 @@
 //! - SIT: one bit per block of every segment, both copies; NAT: enough 455-entry blocks for
 //!   every block outside CP and SIT, capped so the NAT bitmap fits in the CP block beside the
 //!   SIT bitmap (a SIT bitmap too big for the CP block moves to `cp_payload` blocks);
+//! - with a large NAT bitmap (mkfs.f2fs `-i`): NAT segments are a fifth of what every block
+//!   would need (at least one), uncapped, and `cp_payload` holds whatever of the two bitmaps
+//!   (NAT then SIT, after the CRC that moves to byte 192) does not fit the CP block;
 //! - SSA: one block per remaining segment plus one, padded so the main area starts on a zone;
 //! - overprovision: unless given, the ratio (10, 15 … 95 % below 256 main segments, else
 //!   0.01 … 10 % in steps of 0.01 summed in double precision) that leaves the most user space,
@@ -31,6 +34,8 @@ const MAX_SIT_BITMAP: u64 = (8 * 1024 * 1024u64)
     * SEG
     / 8;
 const MIN_SEGMENTS: u64 = 9;
+/// With a large NAT bitmap, the share (percent) of the NAT segments a full NAT would need.
+const NAT_RATIO_PERCENT: u64 = 20;
 
 /// What the caller chooses.
 #[derive(Debug, Clone, Copy)]
@@ -42,6 +47,8 @@ pub struct GeometryOptions {
     pub secs_per_zone: u32,
     /// Overprovision percentage; `None` picks the best one as mkfs.f2fs does.
     pub overprovision: Option<f64>,
+    /// The large NAT bitmap layout (mkfs.f2fs `-i`).
+    pub large_nat_bitmap: bool,
 }
 
 /// The computed layout: every superblock geometry field and the CP's segment counts.
@@ -150,12 +157,19 @@ pub fn plan(o: &GeometryOptions) -> Result<Geometry, GeometryError> {
     let mut nat_segs = avail.div_ceil(NAT_ENTRIES_PER_BLOCK as u64).div_ceil(SEG);
     let sit_bitmap = seg_sit / 2 * SEG / 8;
     let max_sit_bitmap = sit_bitmap.min(MAX_SIT_BITMAP);
-    let (max_nat_bitmap, cp_payload) = if max_sit_bitmap > BITMAPS_IN_CP - MIN_NAT_BITMAP {
-        (BITMAPS_IN_CP, max_sit_bitmap.div_ceil(4096))
+    let cp_payload = if o.large_nat_bitmap {
+        nat_segs = (nat_segs * NAT_RATIO_PERCENT / 100).max(1);
+        let bitmaps = max_sit_bitmap + nat_segs * SEG / 8;
+        bitmaps.saturating_sub(BITMAPS_IN_CP).div_ceil(4096)
     } else {
-        (BITMAPS_IN_CP - max_sit_bitmap, 0)
+        let (max_nat_bitmap, cp_payload) = if max_sit_bitmap > BITMAPS_IN_CP - MIN_NAT_BITMAP {
+            (BITMAPS_IN_CP, max_sit_bitmap.div_ceil(4096))
+        } else {
+            (BITMAPS_IN_CP - max_sit_bitmap, 0)
+        };
+        nat_segs = nat_segs.min(max_nat_bitmap * 8 / SEG);
+        cp_payload
     };
-    nat_segs = nat_segs.min(max_nat_bitmap * 8 / SEG);
     let seg_nat = 2 * nat_segs;
     let avail = segment_count
         .checked_sub(ckpt + seg_sit + seg_nat)
@@ -265,6 +279,7 @@ mod tests {
             segs_per_sec: 1,
             secs_per_zone: 1,
             overprovision: None,
+            large_nat_bitmap: false,
         }
     }
 
@@ -295,6 +310,35 @@ mod tests {
             (52, 94, 469504)
         );
         assert_eq!(g.cursegs, [3, 504, 251, 0, 1, 2]);
+    }
+
+    /// mkfs.f2fs 1.15 `-i` on 64 MiB, 8 GiB, 200 GiB and 300 GiB (read from its images).
+    #[test]
+    fn large_nat_bitmap_matches_mkfs_f2fs() {
+        let large = |mib| {
+            plan(&GeometryOptions {
+                large_nat_bitmap: true,
+                ..opts(mib)
+            })
+            .unwrap()
+        };
+        let g = large(64);
+        assert_eq!((g.segment_count_nat, g.cp_payload), (2, 0));
+        let g = large(8 << 10);
+        assert_eq!(
+            (g.segment_count_sit, g.segment_count_nat, g.cp_payload),
+            (2, 2, 0)
+        );
+        let g = large(200 << 10);
+        assert_eq!(
+            (g.segment_count_sit, g.segment_count_nat, g.cp_payload),
+            (8, 90, 0)
+        );
+        let g = large(300 << 10);
+        assert_eq!(
+            (g.segment_count_sit, g.segment_count_nat, g.cp_payload),
+            (12, 134, 1)
+        );
     }
 
     #[test]

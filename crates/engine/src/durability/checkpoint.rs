@@ -33,8 +33,7 @@ use crate::vol::Vol;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use uf2fs_device::IoCause;
-use uf2fs_format::checkpoint::{flags, CP_CHECKSUM_OFFSET, CP_HEAD_SIZE, ORPHANS_PER_BLOCK};
-use uf2fs_format::crc::{f2fs_crc32, F2FS_SUPER_MAGIC};
+use uf2fs_format::checkpoint::{flags, BitmapPlace, ORPHANS_PER_BLOCK};
 use uf2fs_format::inode::{checksum_seed, compute_checksum, inline_flags, I_ADDR_OFFSET};
 use uf2fs_format::nat::{NatEntry, NAT_JOURNAL_ENTRIES};
 use uf2fs_format::nat::{RawNatEntry, RawNatJournal, RawNatJournalEntry};
@@ -305,30 +304,13 @@ fn build(vol: &Vol, ws: &mut WriteState, umount: bool) -> Result<CheckpointWrite
     h.cp_pack_total_block_count.set(total as u32);
     h.cp_pack_start_sum
         .set((1 + payload + orphan_blocks) as u32);
-    // CP block: head, then the SIT and NAT bitmaps (the SIT one in the payload when large).
-    let mut cpb = [0u8; BLOCK_SIZE];
-    put(&mut cpb, 0, h.as_bytes());
-    let mut payload_blocks = vec![[0u8; BLOCK_SIZE]; payload];
-    if payload == 0 {
-        put(&mut cpb, CP_HEAD_SIZE, ws.segs.sit_bitmap());
-        put(
-            &mut cpb,
-            CP_HEAD_SIZE + ws.segs.sit_bitmap().len(),
-            &nat_bitmap,
-        );
-    } else {
-        put(&mut cpb, CP_HEAD_SIZE, &nat_bitmap);
-        for (i, chunk) in ws.segs.sit_bitmap().chunks(BLOCK_SIZE).enumerate() {
-            if let Some(p) = payload_blocks.get_mut(i) {
-                put(p, 0, chunk);
-            }
-        }
-    }
-    let crc = f2fs_crc32(
-        F2FS_SUPER_MAGIC,
-        cpb.get(..CP_CHECKSUM_OFFSET as usize).unwrap_or(&[]),
-    );
-    put(&mut cpb, CP_CHECKSUM_OFFSET as usize, &crc.to_le_bytes());
+    // CP block and payload blocks: head, CRC and bitmaps where the mounted layout has them
+    // (normal, SIT bitmap in the payload, or large NAT bitmap); the flag and the checksum
+    // offset come along in the head.
+    let place = BitmapPlace::of(&h, payload as u32, u64::from(vol.layout.cp))?;
+    let (mut cp_blocks, crc) = place.write(&h, ws.segs.sit_bitmap(), &nat_bitmap)?;
+    let payload_blocks = cp_blocks.split_off(1.min(cp_blocks.len()));
+    let cpb: Block = cp_blocks.first().copied().unwrap_or([0u8; BLOCK_SIZE]);
     let pack = if ws.cp.pack == 1 { 2 } else { 1 };
     let start = u64::from(vol.layout.cp)
         + if pack == 2 {
