@@ -38,18 +38,10 @@ impl Vol {
         Ok(true)
     }
 
-    fn visit_dnode(
-        &self,
-        inode: &Inode,
-        block: &Block,
-        base: u64,
-        lo: u64,
-        hi: u64,
-        f: &mut Visit,
-    ) -> Result<()> {
+    fn visit_dnode(&self, block: &Block, base: u64, lo: u64, hi: u64, f: &mut Visit) -> Result<()> {
         for i in lo..hi {
             let addr = entry(block, i);
-            if self.check_addr(inode, base + i, addr)? {
+            if addr != NULL_ADDR {
                 f(base + i, addr)?;
             }
         }
@@ -61,8 +53,27 @@ impl Vol {
             .read(&*self.dev, &self.nat, nid, Expect { ino, ofs })
     }
 
-    /// Calls `f(file_block, block_addr)` for every written block of `inode` in [start, end).
+    /// Calls `f(file_block, block_addr)` for every written block of `inode` in [start, end),
+    /// each address checked to be in the main area (NEW_ADDR skipped; COMPRESS_ADDR, which
+    /// only a compressed file's reader may meet, is corruption here).
     pub(crate) fn for_each_addr(
+        &self,
+        inode: &Inode,
+        start: u64,
+        end: u64,
+        f: &mut Visit,
+    ) -> Result<()> {
+        self.for_each_slot(inode, start, end, &mut |fblk, addr| {
+            if self.check_addr(inode, fblk, addr)? {
+                f(fblk, addr)?;
+            }
+            Ok(())
+        })
+    }
+
+    /// Calls `f(file_block, slot)` for every slot of `inode` in [start, end) that is not
+    /// NULL_ADDR, unchecked: NEW_ADDR and COMPRESS_ADDR included.
+    pub(crate) fn for_each_slot(
         &self,
         inode: &Inode,
         start: u64,
@@ -74,7 +85,7 @@ impl Vol {
         if let Some((lo, hi)) = overlap(0, a, start, end) {
             for i in lo..hi {
                 let addr = inode.data_addr(i as usize);
-                if self.check_addr(inode, i, addr)? {
+                if addr != NULL_ADDR {
                     f(i, addr)?;
                 }
             }
@@ -85,7 +96,7 @@ impl Vol {
                 let nid = inode.nid(slot);
                 if nid != 0 {
                     let b = self.node(nid, ino, ofs::top(slot))?;
-                    self.visit_dnode(inode, &b, base, lo, hi, f)?;
+                    self.visit_dnode(&b, base, lo, hi, f)?;
                 }
             }
             base += N;
@@ -104,7 +115,7 @@ impl Vol {
                         let cbase = base + child * N;
                         let (clo, chi) = overlap(cbase, N, base + lo, base + hi).unwrap_or((0, 0));
                         let d = self.node(cnid, ino, ofs::indirect_child(slot, child))?;
-                        self.visit_dnode(inode, &d, cbase, clo, chi, f)?;
+                        self.visit_dnode(&d, cbase, clo, chi, f)?;
                     }
                 }
             }
@@ -132,7 +143,7 @@ impl Vol {
                         let (klo, khi) =
                             overlap(kbase, N, jbase + jlo, jbase + jhi).unwrap_or((0, 0));
                         let d = self.node(knid, ino, ofs::dind_grandchild(j, k))?;
-                        self.visit_dnode(inode, &d, kbase, klo, khi, f)?;
+                        self.visit_dnode(&d, kbase, klo, khi, f)?;
                     }
                 }
             }
