@@ -469,6 +469,25 @@ impl Inode {
         DEF_ADDRS_PER_INODE - self.extra_words() - usize::from(self.inline_xattr_words)
     }
 
+    /// File blocks mapped by the inode's own slots: all of [`Inode::addr_slots`], but for a
+    /// compressed file only whole clusters (Linux aligns the count down to the cluster size).
+    pub fn addrs_in_inode(&self) -> usize {
+        match &self.compression {
+            Some(c) => self.addr_slots() & !(c.cluster_blocks() as usize - 1),
+            None => self.addr_slots(),
+        }
+    }
+
+    /// File blocks mapped by one direct node: 1018, aligned down to the cluster size for a
+    /// compressed file.
+    pub fn addrs_per_dnode(&self) -> u64 {
+        let n = crate::node::ADDRS_PER_BLOCK;
+        match &self.compression {
+            Some(c) => n & !(c.cluster_blocks() - 1),
+            None => n,
+        }
+    }
+
     /// Data address of file block `i` (`i < addr_slots()`).
     pub fn data_addr(&self, i: usize) -> u32 {
         if i >= self.addr_slots() {
