@@ -729,6 +729,17 @@ impl Fs {
         }
     }
 
+    /// Every address slot of `ino` in file order that is not NULL_ADDR, as stored: block
+    /// addresses, NEW_ADDR and COMPRESS_ADDR alike (for tools and tests that look at layout).
+    pub fn data_slots(&self, ino: u32, f: &mut dyn FnMut(u64, u32) -> Result<()>) -> Result<()> {
+        let i = self.inode(ino)?;
+        if i.has_inline_data() || i.has_inline_dentry() {
+            return Ok(());
+        }
+        let blocks = i.size.div_ceil(BLOCK_SIZE as u64);
+        self.vol.for_each_slot(&i, 0, blocks, f)
+    }
+
     /// The compression of regular file `ino` (None: not compressed).
     pub fn compression(&self, ino: u32) -> Result<Option<uf2fs_format::compress::Compression>> {
         Ok(self.inode(ino)?.compression)
