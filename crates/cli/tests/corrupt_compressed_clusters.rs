@@ -240,5 +240,36 @@ fn corrupt_clusters_are_refused_by_name_never_misread() {
         }
     }
     eprintln!("{checked} damaged clusters read");
+
+    // Impossible compression fields in the inode are refused by name, as Linux's inode
+    // sanity check refuses them.
+    let f = &files[0].1;
+    let copies: Vec<usize> = img
+        .bytes
+        .chunks(BS)
+        .enumerate()
+        .filter(|(_, b)| {
+            u32_at(b, 4072) == f.ino && u32_at(b, 4076) == f.ino && u32_at(b, 4080) >> 3 == 0
+        })
+        .map(|(i, _)| i * BS)
+        .collect();
+    for (at, value, field) in [
+        (32, 4u8, "i_compress_algorithm"),
+        (33, 1, "i_log_cluster_size"),
+        (33, 9, "i_log_cluster_size"),
+    ] {
+        let old: Vec<u8> = copies.iter().map(|&c| img.bytes[c + 360 + at]).collect();
+        for &c in &copies {
+            img.set(c + 360 + at, &[value]);
+        }
+        let e = read_cluster(&path, f, 0).expect_err(field);
+        assert!(
+            e.contains(field) && e.contains(&format!("inode {}", f.ino)),
+            "{e}"
+        );
+        for (&c, &o) in copies.iter().zip(&old) {
+            img.set(c + 360 + at, &[o]);
+        }
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }
