@@ -120,6 +120,29 @@ impl Extractor<'_> {
             let n = fs.read(ino, 0, &mut data).map_err(|e| e.to_string())?;
             out.write_all_at(data.get(..n).unwrap_or(&[]), 0)
                 .map_err(|e| format!("write: {e}"))?;
+        } else if fs.compression(ino).map_err(|e| e.to_string())?.is_some() {
+            // Compressed: the bytes come decoded through read; all-zero chunks are left as
+            // holes, so that sparse compressed files stay sparse.
+            let mut off = 0u64;
+            self.buf.resize((CHUNK_BLOCKS * 4096) as usize, 0);
+            while off < a.size {
+                let n = fs
+                    .read(ino, off, &mut self.buf)
+                    .map_err(|e| e.to_string())?;
+                if n == 0 {
+                    break;
+                }
+                let got = self.buf.get(..n).unwrap_or(&[]);
+                if got.iter().any(|&b| b != 0) {
+                    out.write_all_at(got, off)
+                        .map_err(|e| format!("write: {e}"))?;
+                }
+                self.copied += n as u64;
+                if let Some(b) = &self.bar {
+                    b.set_message(indicatif::HumanBytes(self.copied).to_string());
+                }
+                off += n as u64;
+            }
         } else {
             let buf = &mut self.buf;
             let bar = &self.bar;

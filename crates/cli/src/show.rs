@@ -416,6 +416,26 @@ pub fn stat(image: &Path, path: &str, json: bool) -> CliResult {
         format!("  i_current_depth: {}  i_dir_level: {}  i_xattr_nid: {}  i_nid: {:?}", i.current_depth, i.dir_level, i.xattr_nid, nids),
         format!("  data: {}", if i.has_inline_data() { "inline" } else if i.has_inline_dentry() { "inline dentries" } else { "blocks" }),
     ]);
+    if let Some(c) = &i.compression {
+        lines.push(format!(
+            "  compression: {}{}  cluster: {} blocks ({} KiB)  checksum: {}  i_compr_blocks: {}{}",
+            c.algorithm.name(),
+            if c.level != 0 {
+                format!(":{}", c.level)
+            } else {
+                String::new()
+            },
+            c.cluster_blocks(),
+            c.cluster_bytes() / 1024,
+            if c.checksum { "yes" } else { "no" },
+            c.compr_blocks,
+            if c.released {
+                "  (saved blocks released)"
+            } else {
+                ""
+            }
+        ));
+    }
     for (n, v) in &xattrs {
         lines.push(format!(" xattr: {}=\"{}\"", escape(n), escape(v)));
     }

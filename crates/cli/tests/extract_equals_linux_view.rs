@@ -2,7 +2,9 @@
 //! through tools/linux-f2fs): `uf2fs extract` must give the tree Linux showed,
 //! field for field (type, mode, owner, size, mtime in ns, bytes, symlink target, hard-link
 //! group, xattrs, device numbers), and for every path uf2fs must report the inode number, link
-//! count and st_blocks Linux reported. Files Linux compressed must be refused by name.
+//! count and st_blocks Linux reported. Files Linux compressed (linux-compress: every
+//! algorithm, plain clusters between compressed ones, holes, a partial last cluster) are
+//! read as Linux showed them: same treeview hash and the sha256 Linux recorded.
 
 #![allow(
     clippy::unwrap_used,
@@ -12,7 +14,6 @@
     reason = "test code: a panic is the failure report"
 )]
 
-use std::collections::HashSet;
 use std::process::Command;
 use uf2fs_engine::Fs;
 use uf2fs_testkit::{
@@ -26,13 +27,17 @@ fn read_fixture(name: &str, ext: &str) -> String {
     String::from_utf8_lossy(&bytes).into_owned()
 }
 
-/// Paths of the files Linux stored compressed in this fixture.
-fn compressed(name: &str) -> HashSet<String> {
-    read_fixture(name, "compressed.txt")
-        .lines()
-        .filter_map(|l| l.split('\t').next())
-        .map(str::to_owned)
-        .collect()
+/// sha256 of a file, through sha256sum.
+fn sha256_of(p: &std::path::Path) -> String {
+    let o = Command::new("sha256sum")
+        .arg(p)
+        .output()
+        .expect("sha256sum");
+    String::from_utf8_lossy(&o.stdout)
+        .split_whitespace()
+        .next()
+        .unwrap_or("")
+        .to_owned()
 }
 
 fn path_of(line: &str) -> &str {
@@ -54,43 +59,29 @@ fn check(name: &str) {
             .arg(&img)
             .arg(&out),
     );
-    let refused = compressed(name);
-    if refused.is_empty() {
-        assert!(ok, "{name}: extract failed:\n{err}");
-    } else {
-        assert!(!ok, "{name}: compressed files cannot have been extracted");
-        for p in &refused {
-            let line = format!(
-                "{}/{p}: not supported: compressed files are not supported yet",
-                out.display()
-            );
-            assert!(
-                err.lines().any(|l| l.contains(&line)),
-                "{name}: no error for {p} in:\n{err}"
-            );
-        }
-        let errors = err
-            .lines()
-            .filter(|l| l.contains("extract: ") && !l.contains("entries could not"))
-            .count();
+    assert!(ok, "{name}: extract failed:\n{err}");
+    for line in read_fixture(name, "compressed.txt").lines() {
+        let path = path_of(line);
+        let want = line
+            .split('\t')
+            .find_map(|f| f.strip_prefix("sha256="))
+            .expect("sha256 column");
+        let got = sha256_of(&out.join(path));
         assert_eq!(
-            errors,
-            refused.len(),
-            "{name}: errors other than the compressed files:\n{err}"
+            got, want,
+            "{name}: {path}: bytes differ from Linux's ({line})"
         );
     }
-    let keep = |l: &String| !refused.contains(path_of(l));
     let want: Vec<String> = read_fixture(name, "view.txt")
         .lines()
         .map(str::to_owned)
-        .filter(keep)
         .collect();
     assert!(
         want.len() > 1000,
         "{name}: the fixture view is missing ({} lines)",
         want.len()
     );
-    let got: Vec<String> = view(&out, None).into_iter().filter(keep).collect();
+    let got: Vec<String> = view(&out, None);
     assert_same_view(&want, &got, name);
 
     // Inode numbers, link counts and st_blocks, as Linux's stat printed them.
@@ -161,6 +152,6 @@ fn linux_quota() {
 }
 
 #[test]
-fn linux_compression_refused_by_name_rest_intact() {
+fn linux_compressed_files_read_as_linux_shows_them() {
     check("linux-compress");
 }

@@ -16,7 +16,7 @@ use uf2fs_format::inode::{FileType, Inode};
 use uf2fs_format::nat::{entry_in_block, nat_block_addr, NAT_ENTRIES_PER_BLOCK};
 use uf2fs_format::node::{entry, ofs, XATTR_NODE_OFFSET};
 use uf2fs_format::summary::RawSummary;
-use uf2fs_format::{BLOCKS_PER_SEG, NEW_ADDR, NULL_ADDR};
+use uf2fs_format::{BLOCKS_PER_SEG, COMPRESS_ADDR, NEW_ADDR, NULL_ADDR};
 
 /// What the check found.
 #[derive(Debug, Clone, Default, serde::Serialize)]
@@ -43,9 +43,28 @@ struct Walk<'a> {
     reserved: u64,
     nids: HashSet<u32>,
     links: HashMap<u32, u32>,
+    /// The walked file's compression: None for a plain file, else whether its saved blocks
+    /// were released.
+    compressed: Option<bool>,
 }
 
 impl Walk<'_> {
+    /// A COMPRESS_ADDR slot of inode `ino`: no block, but counted in i_blocks and the
+    /// checkpoint's valid blocks as Linux counts it (not once the file's blocks were
+    /// released).
+    fn compress_slot(&mut self, ino: u32, place: &str) {
+        match self.compressed {
+            None => self.finding(format!(
+                "inode {ino}: {place} holds COMPRESS_ADDR but the file is not compressed"
+            )),
+            Some(true) => {}
+            Some(false) => {
+                self.reserved += 1;
+                self.r.blocks += 1;
+            }
+        }
+    }
+
     fn finding(&mut self, s: String) {
         if self.r.findings.len() < 10_000 {
             self.r.findings.push(s);
@@ -104,6 +123,10 @@ impl Walk<'_> {
                 continue;
             }
             if depth == 0 {
+                if x == COMPRESS_ADDR {
+                    self.compress_slot(ino, &format!("dnode {nid} slot {k}"));
+                    continue;
+                }
                 if x != NEW_ADDR && !v.layout.in_main(x) {
                     self.finding(format!("inode {ino}: dnode {nid} slot {k} points at block {x} outside the main area"));
                     continue;
@@ -146,6 +169,7 @@ impl Walk<'_> {
         self.r.inodes += 1;
         // r.blocks counts every data slot in use, NEW_ADDR ones too, as i_blocks does.
         let blocks_before = self.r.blocks;
+        self.compressed = i.compression.map(|c| c.released);
         let mut nodes = 0u64;
         if !i.has_inline_data()
             && !i.has_inline_dentry()
@@ -157,6 +181,10 @@ impl Walk<'_> {
             for s in 0..i.addr_slots() {
                 let a = i.data_addr(s);
                 if a == NULL_ADDR {
+                    continue;
+                }
+                if a == COMPRESS_ADDR {
+                    self.compress_slot(ino, &format!("slot {s}"));
                     continue;
                 }
                 if a != NEW_ADDR && !self.fs.vol().layout.in_main(a) {
@@ -244,6 +272,7 @@ impl Fs {
             reserved: 0,
             nids: HashSet::new(),
             links: HashMap::new(),
+            compressed: None,
         };
         let root = self.root_ino();
         let mut subdirs: HashMap<u32, u32> = HashMap::new();

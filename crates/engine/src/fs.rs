@@ -606,6 +606,10 @@ impl Fs {
             })?);
             return Ok(n);
         }
+        if let Some(c) = &i.compression {
+            self.vol.read_compressed(&i, c, offset, out)?;
+            return Ok(n);
+        }
         let bs = BLOCK_SIZE as u64;
         let end = offset + n as u64;
         let (first, last) = (offset / bs, end.div_ceil(bs));
@@ -664,11 +668,17 @@ impl Fs {
     }
 
     /// The written runs of a regular file or symlink, in file order (holes are gaps between
-    /// runs). Inline files have none: read them with [`Fs::read`].
+    /// runs). Inline files have none, and compressed files' blocks are not their bytes: read
+    /// both with [`Fs::read`] (see [`Fs::is_compressed`]).
     pub fn extents(&self, ino: u32, f: &mut dyn FnMut(Extent) -> Result<()>) -> Result<()> {
         let i = self.data_inode(ino)?;
         if i.has_inline_data() {
             return Ok(());
+        }
+        if i.compression.is_some() {
+            return Err(Error::InvalidArgument(
+                "a compressed file has no extents: read it with Fs::read",
+            ));
         }
         let blocks = i.size.div_ceil(BLOCK_SIZE as u64);
         self.vol.extents(&i, 0, blocks, f)
@@ -684,6 +694,12 @@ impl Fs {
         }
         if i.has_inline_data() {
             return Ok(if hole { i.size } else { offset });
+        }
+        if i.compression.is_some() {
+            return self
+                .vol
+                .seek_compressed(&i, offset, hole)?
+                .ok_or(Error::PastEnd);
         }
         let bs = BLOCK_SIZE as u64;
         let blocks = i.size.div_ceil(bs);
@@ -712,6 +728,22 @@ impl Fs {
             (None, true) => Ok(pos.min(i.size)),
             (None, false) => Err(Error::PastEnd),
         }
+    }
+
+    /// Every address slot of `ino` in file order that is not NULL_ADDR, as stored: block
+    /// addresses, NEW_ADDR and COMPRESS_ADDR alike (for tools and tests that look at layout).
+    pub fn data_slots(&self, ino: u32, f: &mut dyn FnMut(u64, u32) -> Result<()>) -> Result<()> {
+        let i = self.inode(ino)?;
+        if i.has_inline_data() || i.has_inline_dentry() {
+            return Ok(());
+        }
+        let blocks = i.size.div_ceil(BLOCK_SIZE as u64);
+        self.vol.for_each_slot(&i, 0, blocks, f)
+    }
+
+    /// The compression of regular file `ino` (None: not compressed).
+    pub fn compression(&self, ino: u32) -> Result<Option<uf2fs_format::compress::Compression>> {
+        Ok(self.inode(ino)?.compression)
     }
 
     /// Whether the data of `ino` is stored inline in its inode.

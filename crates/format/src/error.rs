@@ -11,8 +11,8 @@ pub enum Incompatible {
     MultiDevice,
     #[error("encrypted files are not supported yet (inode {ino})")]
     EncryptedFile { ino: u32 },
-    #[error("compressed files are not supported yet (inode {ino})")]
-    CompressedFile { ino: u32 },
+    #[error("writing compressed files is not supported yet (inode {ino})")]
+    CompressedWrite { ino: u32 },
     #[error("unknown filename encoding {0} in the superblock (Linux 6.1 knows only 1, utf8-12.1)")]
     UnknownEncoding(u16),
     #[error("directory {ino} is casefolded but the image has no casefold feature")]
@@ -115,6 +115,21 @@ pub enum CorruptKind {
     DirectoryCycle { ino: u32, child: u32 },
     #[error("inode {ino}: xattrs: {why}")]
     Xattr { ino: u32, why: &'static str },
+    #[error("inode {ino}, cluster {cluster}: {why}")]
+    CompressedCluster {
+        ino: u32,
+        cluster: u64,
+        why: &'static str,
+    },
+    #[error(
+        "inode {ino}, cluster {cluster}: checksum of the compressed data is {computed:#x}, the cluster says {stored:#x}"
+    )]
+    ClusterChecksum {
+        ino: u32,
+        cluster: u64,
+        stored: u32,
+        computed: u32,
+    },
     #[error("block {blkaddr}: {why}")]
     Block { blkaddr: u64, why: &'static str },
     #[error("roll-forward chain, block {blkaddr}: {why}")]

@@ -3,6 +3,10 @@
 //! i_nid slots. [`Inode::parse`] checks every field the way Linux 6.1 does on iget (mode,
 //! extra size, inline xattr size, sizes, depth) and the inode checksum.
 
+use crate::compress::{
+    Algorithm, Compression, COMPRESS_CHKSUM, COMPRESS_LEVEL_OFFSET, MAX_LOG_CLUSTER_SIZE,
+    MIN_LOG_CLUSTER_SIZE,
+};
 use crate::crc::f2fs_crc32;
 use crate::node::{max_file_blocks, Footer, DEF_ADDRS_PER_INODE, FOOTER_OFFSET, NIDS_PER_INODE};
 use crate::superblock::{feature, Superblock};
@@ -201,6 +205,8 @@ pub struct Inode {
     pub inline_xattr_words: u16,
     pub projid: Option<u32>,
     pub checksum: Option<u32>,
+    /// The compression fields of a compressed regular file (None for any other inode).
+    pub compression: Option<Compression>,
     pub footer: Footer,
     block: Box<[u8; BLOCK_SIZE]>,
 }
@@ -224,6 +230,43 @@ pub fn compute_checksum(seed: u32, block: &[u8; BLOCK_SIZE]) -> u32 {
     crc = f2fs_crc32(crc, block.get(..at).unwrap_or(&[]));
     crc = f2fs_crc32(crc, &[0u8; 4]);
     f2fs_crc32(crc, block.get(at + 4..).unwrap_or(&[]))
+}
+
+/// The compression fields, as Linux 6.1 reads them: only on a volume with the compression
+/// feature, for an inode with FS_COMPR_FL and an extra area that holds them. Checked as the
+/// kernel's inode sanity check does (for every file type: directories keep them for the files
+/// they create); returned for regular files only by the caller.
+fn parse_compression(
+    block: &[u8; BLOCK_SIZE],
+    ino: u32,
+    sb: &Superblock,
+    raw: &RawInode,
+    fits: bool,
+) -> Result<Option<Compression>, FormatError> {
+    if !sb.has(feature::COMPRESSION) || raw.i_flags.get() & iflags::COMPR == 0 || !fits {
+        return Ok(None);
+    }
+    let bad = |field: &'static str, value: u64| CorruptKind::InodeField { ino, field, value };
+    let at = I_ADDR_OFFSET + 24;
+    let compr_blocks = le64(block, at).unwrap_or(0);
+    let alg = block.get(at + 8).copied().unwrap_or(0);
+    let log = block.get(at + 9).copied().unwrap_or(0);
+    let flag = le16(block, at + 10).unwrap_or(0);
+    let algorithm = Algorithm::from_raw(alg).ok_or(bad("i_compress_algorithm", alg.into()))?;
+    if compr_blocks > raw.i_blocks.get().saturating_sub(1) {
+        return Err(bad("i_compr_blocks", compr_blocks).into());
+    }
+    if !(MIN_LOG_CLUSTER_SIZE..=MAX_LOG_CLUSTER_SIZE).contains(&log) {
+        return Err(bad("i_log_cluster_size", log.into()).into());
+    }
+    Ok(Some(Compression {
+        algorithm,
+        log_cluster_size: log,
+        checksum: flag & COMPRESS_CHKSUM != 0,
+        level: (flag >> COMPRESS_LEVEL_OFFSET) as u8,
+        compr_blocks,
+        released: raw.i_inline & inline_flags::COMPRESS_RELEASED != 0,
+    }))
 }
 
 impl Inode {
@@ -306,6 +349,8 @@ impl Inode {
                 return Err(CorruptKind::InodeChecksum { ino }.into());
             }
         }
+        let compression = parse_compression(block, ino, sb, raw, has_extra && fits(36))?
+            .filter(|_| file_type == FileType::Regular);
         let namelen = raw.i_namelen.get() as usize;
         if namelen > MAX_NAME_LEN {
             return Err(bad("i_namelen", namelen as u64).into());
@@ -336,6 +381,7 @@ impl Inode {
             inline_xattr_words,
             projid,
             checksum,
+            compression,
             footer,
             block: Box::new(*block),
         };
@@ -401,8 +447,15 @@ impl Inode {
         if self.is_encrypted() {
             return Err(Incompatible::EncryptedFile { ino: self.ino });
         }
-        if self.is_compressed() && self.file_type == FileType::Regular {
-            return Err(Incompatible::CompressedFile { ino: self.ino });
+        Ok(())
+    }
+
+    /// Refuses changing the data of what we cannot write correctly yet, by name: what we cannot
+    /// read, and compressed files (their clusters would have to be compressed again).
+    pub fn check_writable(&self) -> Result<(), Incompatible> {
+        self.check_readable()?;
+        if self.compression.is_some() {
+            return Err(Incompatible::CompressedWrite { ino: self.ino });
         }
         Ok(())
     }
@@ -414,6 +467,25 @@ impl Inode {
     /// Usable data address slots in the inode.
     pub fn addr_slots(&self) -> usize {
         DEF_ADDRS_PER_INODE - self.extra_words() - usize::from(self.inline_xattr_words)
+    }
+
+    /// File blocks mapped by the inode's own slots: all of [`Inode::addr_slots`], but for a
+    /// compressed file only whole clusters (Linux aligns the count down to the cluster size).
+    pub fn addrs_in_inode(&self) -> usize {
+        match &self.compression {
+            Some(c) => self.addr_slots() & !(c.cluster_blocks() as usize - 1),
+            None => self.addr_slots(),
+        }
+    }
+
+    /// File blocks mapped by one direct node: 1018, aligned down to the cluster size for a
+    /// compressed file.
+    pub fn addrs_per_dnode(&self) -> u64 {
+        let n = crate::node::ADDRS_PER_BLOCK;
+        match &self.compression {
+            Some(c) => n & !(c.cluster_blocks() - 1),
+            None => n,
+        }
     }
 
     /// Data address of file block `i` (`i < addr_slots()`).

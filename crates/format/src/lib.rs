@@ -11,12 +11,14 @@
 pub mod casefold;
 mod casefold_tables;
 pub mod checkpoint;
+pub mod compress;
 pub mod crc;
 pub mod dentry;
 pub mod error;
 pub mod geometry;
 pub mod hash;
 pub mod inode;
+pub mod lzo;
 pub mod nat;
 pub mod node;
 pub mod sit;
@@ -44,6 +46,12 @@ pub const NULL_ADDR: u32 = 0;
 pub const NEW_ADDR: u32 = 0xFFFF_FFFF;
 /// First slot of a compressed cluster.
 pub const COMPRESS_ADDR: u32 = 0xFFFF_FFFE;
+
+/// Whether a data slot names a block (not a hole, NEW_ADDR or COMPRESS_ADDR). Only then may
+/// the address be range-checked, read, invalidated or owned.
+pub fn names_block(addr: u32) -> bool {
+    addr != NULL_ADDR && addr != NEW_ADDR && addr != COMPRESS_ADDR
+}
 
 /// Reads bit `n` of an MSB-first bitmap (CP version bitmaps, SIT valid maps).
 pub fn test_bit_msb(map: &[u8], n: usize) -> bool {

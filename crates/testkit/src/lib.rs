@@ -418,6 +418,18 @@ pub fn kernel_f2fs(img: &Path, job: &str, work: &Path) -> KernelRun {
 /// [`kernel_f2fs`] with more files in `$PAYLOAD` (each under its own file name): static
 /// helpers, expected checksums...
 pub fn kernel_f2fs_with(img: &Path, job: &str, work: &Path, payload_files: &[&Path]) -> KernelRun {
+    kernel_f2fs_args(img, job, work, payload_files, &[])
+}
+
+/// [`kernel_f2fs_with`] with more options for tools/linux-f2fs (`--no-mount`: the job mounts
+/// the image itself, as often as it likes, and leaves it unmounted).
+pub fn kernel_f2fs_args(
+    img: &Path,
+    job: &str,
+    work: &Path,
+    payload_files: &[&Path],
+    args: &[&str],
+) -> KernelRun {
     let payload = work.join("payload");
     fs::create_dir_all(&payload).expect("payload dir");
     fs::copy(treeview(), payload.join("treeview")).expect("copy treeview");
@@ -434,6 +446,7 @@ pub fn kernel_f2fs_with(img: &Path, job: &str, work: &Path, payload_files: &[&Pa
             .arg(&out)
             .arg("--payload")
             .arg(&payload)
+            .args(args)
             .arg(img)
             .arg(&job_path),
     );

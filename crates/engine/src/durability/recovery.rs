@@ -434,14 +434,14 @@ impl Fs {
             return Ok(false);
         }
         let v = self.vol();
-        if dest != NULL_ADDR && dest != NEW_ADDR && !v.layout.in_main(dest) {
+        if uf2fs_format::names_block(dest) && !v.layout.in_main(dest) {
             return Err(corrupt(
                 dest,
                 "a replayed block pointer is outside the main area",
             ));
         }
         let (nid, index) = self.ensure_dnode(ws, e, fblk)?;
-        if dest != NULL_ADDR && dest != NEW_ADDR {
+        if uf2fs_format::names_block(dest) {
             let version = v.nat.entry(&*v.dev, nid)?.version;
             let sum = RawSummary {
                 nid: nid.into(),
@@ -465,13 +465,13 @@ impl Fs {
                 e.add_blocks(1);
             }
             (_, NULL_ADDR) => {
-                if old != NEW_ADDR {
+                if uf2fs_format::names_block(old) {
                     ws.segs.invalidate(old);
                 }
                 ws.counts.valid_blocks = ws.counts.valid_blocks.saturating_sub(1);
                 e.add_blocks(-1);
             }
-            (NEW_ADDR, _) => {}
+            (NEW_ADDR | uf2fs_format::COMPRESS_ADDR, _) => {}
             _ => {
                 ws.segs.invalidate(old);
             }

@@ -12,7 +12,7 @@ use uf2fs_format::dentry::{
 };
 use uf2fs_format::inode::{FileType, Inode};
 use uf2fs_format::node::{entry, ADDRS_PER_BLOCK};
-use uf2fs_format::{Block, BLOCK_SIZE, NEW_ADDR, NULL_ADDR};
+use uf2fs_format::{Block, BLOCK_SIZE, COMPRESS_ADDR, NEW_ADDR, NULL_ADDR};
 
 const N: u64 = ADDRS_PER_BLOCK;
 
@@ -299,11 +299,19 @@ impl Fs {
         Ok(())
     }
 
+    /// Frees one data slot. NEW_ADDR and COMPRESS_ADDR name no block: nothing to invalidate,
+    /// but each counts in valid_block_count and i_blocks, as Linux counts them, except the
+    /// COMPRESS_ADDR of a file whose saved blocks were released (Linux gave that one back
+    /// with them).
     fn free_addr(&self, ws: &mut WriteState, e: &mut crate::ns::edit::Editing, addr: u32) {
         if addr == NULL_ADDR {
             return;
         }
-        if addr != NEW_ADDR {
+        if addr == COMPRESS_ADDR {
+            if e.inode.compression.is_some_and(|c| c.released) {
+                return;
+            }
+        } else if addr != NEW_ADDR {
             ws.segs.invalidate(addr);
             e.drop_from_extent(addr);
         }
@@ -418,6 +426,7 @@ impl Fs {
                 Error::InvalidArgument("not a regular file")
             });
         }
+        cur.check_writable()?;
         if size >= cur.size {
             return self.extend(ino, size);
         }

@@ -8,10 +8,8 @@ use crate::error::Result;
 use crate::node::Expect;
 use crate::vol::{Extent, Vol};
 use uf2fs_format::inode::Inode;
-use uf2fs_format::node::{entry, ofs, ADDRS_PER_BLOCK, NIDS_PER_BLOCK};
+use uf2fs_format::node::{entry, ofs, NIDS_PER_BLOCK};
 use uf2fs_format::{Block, CorruptKind, NEW_ADDR, NULL_ADDR};
-
-const N: u64 = ADDRS_PER_BLOCK;
 
 /// The part of [start, end) that falls in the span [base, base + len), relative to base.
 fn overlap(base: u64, len: u64, start: u64, end: u64) -> Option<(u64, u64)> {
@@ -38,18 +36,10 @@ impl Vol {
         Ok(true)
     }
 
-    fn visit_dnode(
-        &self,
-        inode: &Inode,
-        block: &Block,
-        base: u64,
-        lo: u64,
-        hi: u64,
-        f: &mut Visit,
-    ) -> Result<()> {
+    fn visit_dnode(&self, block: &Block, base: u64, lo: u64, hi: u64, f: &mut Visit) -> Result<()> {
         for i in lo..hi {
             let addr = entry(block, i);
-            if self.check_addr(inode, base + i, addr)? {
+            if addr != NULL_ADDR {
                 f(base + i, addr)?;
             }
         }
@@ -61,7 +51,9 @@ impl Vol {
             .read(&*self.dev, &self.nat, nid, Expect { ino, ofs })
     }
 
-    /// Calls `f(file_block, block_addr)` for every written block of `inode` in [start, end).
+    /// Calls `f(file_block, block_addr)` for every written block of `inode` in [start, end),
+    /// each address checked to be in the main area (NEW_ADDR skipped; COMPRESS_ADDR, which
+    /// only a compressed file's reader may meet, is corruption here).
     pub(crate) fn for_each_addr(
         &self,
         inode: &Inode,
@@ -69,70 +61,91 @@ impl Vol {
         end: u64,
         f: &mut Visit,
     ) -> Result<()> {
+        self.for_each_slot(inode, start, end, &mut |fblk, addr| {
+            if self.check_addr(inode, fblk, addr)? {
+                f(fblk, addr)?;
+            }
+            Ok(())
+        })
+    }
+
+    /// Calls `f(file_block, slot)` for every slot of `inode` in [start, end) that is not
+    /// NULL_ADDR, unchecked: NEW_ADDR and COMPRESS_ADDR included.
+    pub(crate) fn for_each_slot(
+        &self,
+        inode: &Inode,
+        start: u64,
+        end: u64,
+        f: &mut Visit,
+    ) -> Result<()> {
         let ino = inode.ino;
-        let a = inode.addr_slots() as u64;
+        // A compressed file's inode and direct nodes hold whole clusters only (Linux aligns
+        // their address counts down to the cluster size); others use every slot.
+        let a = inode.addrs_in_inode() as u64;
+        let n = inode.addrs_per_dnode();
+        let m = NIDS_PER_BLOCK;
         if let Some((lo, hi)) = overlap(0, a, start, end) {
             for i in lo..hi {
                 let addr = inode.data_addr(i as usize);
-                if self.check_addr(inode, i, addr)? {
+                if addr != NULL_ADDR {
                     f(i, addr)?;
                 }
             }
         }
         let mut base = a;
         for slot in 0..2usize {
-            if let Some((lo, hi)) = overlap(base, N, start, end) {
+            if let Some((lo, hi)) = overlap(base, n, start, end) {
                 let nid = inode.nid(slot);
                 if nid != 0 {
                     let b = self.node(nid, ino, ofs::top(slot))?;
-                    self.visit_dnode(inode, &b, base, lo, hi, f)?;
+                    self.visit_dnode(&b, base, lo, hi, f)?;
                 }
             }
-            base += N;
+            base += n;
         }
         for slot in 2..4usize {
-            let span = N * NIDS_PER_BLOCK;
+            let span = n * m;
             if let Some((lo, hi)) = overlap(base, span, start, end) {
                 let nid = inode.nid(slot);
                 if nid != 0 {
                     let ind = self.node(nid, ino, ofs::top(slot))?;
-                    for child in lo / N..=(hi - 1) / N {
+                    for child in lo / n..=(hi - 1) / n {
                         let cnid = entry(&ind, child);
                         if cnid == 0 {
                             continue;
                         }
-                        let cbase = base + child * N;
-                        let (clo, chi) = overlap(cbase, N, base + lo, base + hi).unwrap_or((0, 0));
+                        let cbase = base + child * n;
+                        let (clo, chi) = overlap(cbase, n, base + lo, base + hi).unwrap_or((0, 0));
                         let d = self.node(cnid, ino, ofs::indirect_child(slot, child))?;
-                        self.visit_dnode(inode, &d, cbase, clo, chi, f)?;
+                        self.visit_dnode(&d, cbase, clo, chi, f)?;
                     }
                 }
             }
             base += span;
         }
-        let span = N * N * N;
+        let span = n * m * m;
         if let Some((lo, hi)) = overlap(base, span, start, end) {
             let nid = inode.nid(4);
             if nid != 0 {
                 let dind = self.node(nid, ino, ofs::top(4))?;
-                for j in lo / (N * N)..=(hi - 1) / (N * N) {
+                for j in lo / (n * m)..=(hi - 1) / (n * m) {
                     let jnid = entry(&dind, j);
                     if jnid == 0 {
                         continue;
                     }
-                    let jbase = base + j * N * N;
-                    let (jlo, jhi) = overlap(jbase, N * N, base + lo, base + hi).unwrap_or((0, 0));
+                    let jbase = base + j * n * m;
+                    let (jlo, jhi) = overlap(jbase, n * m, base + lo, base + hi).unwrap_or((0, 0));
                     let ind = self.node(jnid, ino, ofs::dind_child(j))?;
-                    for k in jlo / N..=(jhi.max(1) - 1) / N {
+                    for k in jlo / n..=(jhi.max(1) - 1) / n {
                         let knid = entry(&ind, k);
                         if knid == 0 || jlo >= jhi {
                             continue;
                         }
-                        let kbase = jbase + k * N;
+                        let kbase = jbase + k * n;
                         let (klo, khi) =
-                            overlap(kbase, N, jbase + jlo, jbase + jhi).unwrap_or((0, 0));
+                            overlap(kbase, n, jbase + jlo, jbase + jhi).unwrap_or((0, 0));
                         let d = self.node(knid, ino, ofs::dind_grandchild(j, k))?;
-                        self.visit_dnode(inode, &d, kbase, klo, khi, f)?;
+                        self.visit_dnode(&d, kbase, klo, khi, f)?;
                     }
                 }
             }

@@ -3,6 +3,7 @@
 //! build on. Each change edits node copies through `Editing` and moves blocks through the
 //! space room; none writes a checkpoint itself (the face's `changing` does, when asked).
 
+pub(crate) mod compressed;
 pub(crate) mod delete;
 pub(crate) mod dir;
 pub(crate) mod edit;

@@ -862,6 +862,7 @@ impl Fs {
             if i.file_type != FileType::Regular {
                 return Err(Error::InvalidArgument("not a regular file"));
             }
+            i.check_writable()?;
             let mut v = vec![
                 0u8;
                 if i.has_inline_data() {
@@ -926,7 +927,7 @@ impl Fs {
                     FileType::Directory => return Err(Error::IsADirectory),
                     _ => return Err(Error::InvalidArgument("not a regular file")),
                 }
-                e.inode.check_readable()?;
+                e.inode.check_writable()?;
                 let in_place = in_place && ws.sync.pointers_durable(ino);
                 let end = offset
                     .checked_add(data.len() as u64)
