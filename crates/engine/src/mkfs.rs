@@ -394,7 +394,12 @@ pub fn mkfs(dev: &dyn BlockDevice, o: &MkfsOptions) -> Result<Geometry> {
     }
     w.block(u64::from(g.nat_blkaddr), &nat, IoCause::Meta)?;
     // 5. Checkpoint pack 1.
-    let version = u64::from(u32::from_le_bytes(random_bytes::<4>()) >> 1 | 1);
+    // Random, unless the uuid is fixed (a reproducible image): then drawn from the uuid.
+    let version_seed = match o.uuid {
+        Some(u) => f2fs_crc32(F2FS_SUPER_MAGIC, &u).to_le_bytes(),
+        None => random_bytes::<4>(),
+    };
+    let version = u64::from(u32::from_le_bytes(version_seed) >> 1 | 1);
     let nat_bits_bytes = u64::from(g.segment_count_nat) / 2 * seg / 8;
     let nat_bits_blocks = (8 + 2 * nat_bits_bytes).div_ceil(BLOCK_SIZE as u64);
     let total = 6 + g.cp_payload;
