@@ -473,15 +473,17 @@ fn target_dir(fs: &Fs, path: &str, opts: &ImportOptions) -> Result<(u32, bool), 
             "{path}: paths inside the image start with /"
         )));
     }
+    let parts: Vec<&str> = path.split('/').filter(|p| !p.is_empty()).collect();
+    // Checked before anything is made.
+    if parts.iter().any(|p| *p == "." || *p == "..") {
+        return Err(Failure::Msg(format!(
+            "{path}: . and .. are not allowed in the target path"
+        )));
+    }
     let mut cur = fs.root_ino();
     let mut at = b"/".to_vec();
     let mut made = false;
-    for part in path.split('/').filter(|p| !p.is_empty()) {
-        if part == "." || part == ".." {
-            return Err(Failure::Msg(format!(
-                "{path}: . and .. are not allowed in the target path"
-            )));
-        }
+    for part in parts {
         at = join(&at, part.as_bytes());
         made = false;
         match fs.lookup(cur, part.as_bytes()) {
