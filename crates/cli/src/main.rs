@@ -43,7 +43,9 @@ enum Cmd {
         segs_per_sec: u32,
         #[arg(long, short = 'l', default_value = "")]
         label: String,
-        /// Comma-separated: extra_attr, inode_checksum, flexible_inline_xattr, inode_crtime, lost_found, sb_checksum.
+        /// Comma-separated, as mkfs.f2fs -O: extra_attr, inode_checksum, flexible_inline_xattr,
+        /// inode_crtime, lost_found, sb_checksum, encrypt, verity, compression, casefold
+        /// (utf8); quota, project_quota and ro are refused, naming why.
         #[arg(long, short = 'O', default_value = "")]
         features: String,
         /// Overwrite an image or device that holds data.

@@ -540,6 +540,7 @@ fn target_dir(fs: &Fs, path: &str, opts: &ImportOptions) -> Result<(u32, bool), 
 }
 
 pub fn import(image: &Path, src: &Path, path: &str, opts: &ImportOptions) -> CliResult {
+    let mut fs = open_rw(image)?;
     let m = fs::metadata(src).map_err(|e| format!("{}: {e}", src.display()))?;
     if !m.is_dir() {
         return Err(Failure::Msg(format!(
@@ -547,7 +548,6 @@ pub fn import(image: &Path, src: &Path, path: &str, opts: &ImportOptions) -> Cli
             src.display()
         )));
     }
-    let mut fs = open_rw(image)?;
     if let Some(t) = opts.timestamp {
         fs.set_options(uf2fs_engine::Options {
             fixed_time: Some(t),

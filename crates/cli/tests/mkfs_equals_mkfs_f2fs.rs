@@ -30,6 +30,11 @@ fn masked(b: &[u8], ranges: &[(usize, usize)]) -> Vec<u8> {
 }
 
 fn compare(mib: u64, segs_per_sec: u32, features: &str) {
+    compare_with(mib, segs_per_sec, features, &[]);
+}
+
+/// `compare`, with more arguments for mkfs.f2fs only.
+fn compare_with(mib: u64, segs_per_sec: u32, features: &str, theirs_too: &[&str]) {
     let dir = scratch("mkfs-cmp");
     let (ours, theirs) = (dir.join("ours.img"), dir.join("theirs.img"));
     let mut args = vec![
@@ -51,7 +56,7 @@ fn compare(mib: u64, segs_per_sec: u32, features: &str) {
         .unwrap()
         .set_len(mib << 20)
         .unwrap();
-    run(mk.arg(&theirs));
+    run(mk.args(theirs_too).arg(&theirs));
     assert_fsck_clean(&ours);
     let (a, b) = (
         std::fs::read(&ours).unwrap(),
@@ -168,6 +173,18 @@ fn extra_features_and_sections() {
 }
 
 #[test]
+fn every_feature_mkfs_f2fs_takes_and_uf2fs_makes() {
+    compare(256, 1, "encrypt");
+    compare(256, 1, "verity");
+    compare(256, 1, "extra_attr,compression");
+    compare(256, 2, &format!("{EXTRA},compression,encrypt,verity"));
+    // mkfs.f2fs -O casefold alone writes encoding 0, which Linux will not mount: uf2fs
+    // writes what -C utf8 adds.
+    compare_with(256, 1, "casefold", &["-C", "utf8"]);
+    compare_with(256, 1, &format!("{EXTRA},casefold"), &["-C", "utf8"]);
+}
+
+#[test]
 fn refuses_to_overwrite_data_and_unknown_features() {
     let dir = scratch("mkfs-refuse");
     let img = dir.join("x.img");
@@ -186,7 +203,23 @@ fn refuses_to_overwrite_data_and_unknown_features() {
     for (args, msg) in [
         (
             vec!["--size", "64M", "-O", "compression"],
-            "cannot make the compression feature yet",
+            "compression need extra_attr",
+        ),
+        (
+            vec!["--size", "64M", "-O", "extra_attr,quota"],
+            "feature quota: quota needs the user and group quota files",
+        ),
+        (
+            vec!["--size", "64M", "-O", "extra_attr,project_quota"],
+            "feature project_quota: project_quota turns on quota",
+        ),
+        (
+            vec!["--size", "64M", "-O", "ro"],
+            "feature ro: ro is mkfs.f2fs's read-only layout",
+        ),
+        (
+            vec!["--size", "64M", "-O", "blkzoned"],
+            "feature blkzoned: mkfs.f2fs 1.15 does not take it",
         ),
         (vec!["--size", "64M", "-O", "bogus"], "unknown feature"),
         (
