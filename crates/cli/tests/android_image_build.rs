@@ -585,3 +585,31 @@ fn hostile_configuration_is_refused_with_file_and_line() {
     assert_fsck_clean(&img);
     let _ = fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn linux_sees_the_owners_modes_capabilities_and_labels_uf2fs_wrote() {
+    let dir = scratch("droid-linux");
+    let src = source(&dir, 17);
+    let fsc = dir.join("fs_config");
+    let caps = write_fs_config(&src, "", &fsc, None);
+    assert!(!caps.is_empty());
+    let fc = dir.join("file_contexts");
+    fs::write(&fc, FILE_CONTEXTS).unwrap();
+    let img = dir.join("img");
+    ours(&img, &src, &fsc, &fc, "/");
+    assert_fsck_clean(&img);
+    let out = dir.join("out");
+    run(uf2fs().arg("extract").arg(&img).arg(&out));
+    let fields = "type,mode,uid,gid,size,mtime,hash,target,links,xattr,rdev";
+    let lost_found = |l: &String| !l.starts_with("lost+found");
+    let want: Vec<String> = uf2fs_testkit::view(&out, Some(fields))
+        .into_iter()
+        .filter(lost_found)
+        .collect();
+    let linux: Vec<String> = uf2fs_testkit::linux_view(&img, &dir.join("linux"))
+        .into_iter()
+        .filter(lost_found)
+        .collect();
+    uf2fs_testkit::assert_same_view(&want, &linux, "Linux's view of the Android build");
+    let _ = fs::remove_dir_all(&dir);
+}
