@@ -2,8 +2,8 @@
 //! (only written runs are written; the size is set last), modes, owners, times in ns, symlink
 //! targets, hard-link groups, device numbers, fifos, sockets and xattrs.
 //!
-//! Order per entry: create, xattrs, owner (chown clears setuid bits, so before chmod), mode,
-//! times. Directories get their mode and times after their children, deepest first, so that
+//! Order per entry: create, xattrs, owner (chown clears setuid bits, so before chmod; and
+//! file capabilities, so security.capability comes after it), mode, times. Directories get their mode and times after their children, deepest first, so that
 //! writing the children does not change the times and a read-only directory can be filled.
 //! An entry that cannot be read or made is reported on its own line; the others go on, and
 //! the exit status is 1.
@@ -178,18 +178,26 @@ impl Extractor<'_> {
 
     fn attributes(&mut self, dest: &Path, ino: u32, a: &Attr) -> Result<(), String> {
         let xattrs = self.fs.xattrs(ino).map_err(|e| format!("xattrs: {e}"))?;
-        for (name, value) in xattrs {
+        let set = |name: &[u8], value: &[u8]| {
             rustix::fs::lsetxattr(
                 dest,
-                OsStr::from_bytes(&name),
-                &value,
+                OsStr::from_bytes(name),
+                value,
                 rustix::fs::XattrFlags::empty(),
             )
-            .map_err(|e| format!("set xattr {}: {e}", String::from_utf8_lossy(&name)))?;
+            .map_err(|e| format!("set xattr {}: {e}", String::from_utf8_lossy(name)))
+        };
+        // The kernel drops security.capability on chown: it is set after the owner.
+        let is_caps = |name: &[u8]| name == b"security.capability";
+        for (name, value) in xattrs.iter().filter(|(n, _)| !is_caps(n)) {
+            set(name, value)?;
         }
         if self.as_root {
             std::os::unix::fs::lchown(dest, Some(a.uid), Some(a.gid))
                 .map_err(|e| format!("chown: {e}"))?;
+        }
+        for (name, value) in xattrs.iter().filter(|(n, _)| is_caps(n)) {
+            set(name, value)?;
         }
         if a.file_type == FileType::Directory {
             self.dirs.push((dest.to_path_buf(), a.clone()));

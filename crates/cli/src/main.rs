@@ -2,6 +2,8 @@
 //! 1 on an error (one line on stderr), 2 on bad usage.
 
 mod extract;
+mod file_contexts;
+mod fs_config;
 mod logging;
 mod mkfs;
 mod mount;
@@ -41,7 +43,9 @@ enum Cmd {
         segs_per_sec: u32,
         #[arg(long, short = 'l', default_value = "")]
         label: String,
-        /// Comma-separated: extra_attr, inode_checksum, flexible_inline_xattr, inode_crtime, lost_found, sb_checksum.
+        /// Comma-separated, as mkfs.f2fs -O: extra_attr, inode_checksum, flexible_inline_xattr,
+        /// inode_crtime, lost_found, sb_checksum, encrypt, verity, compression, casefold
+        /// (utf8); quota, project_quota and ro are refused, naming why.
         #[arg(long, short = 'O', default_value = "")]
         features: String,
         /// Overwrite an image or device that holds data.
@@ -54,6 +58,14 @@ enum Cmd {
         /// capped by the checkpoint block, its bitmap running on into checkpoint payload blocks.
         #[arg(long, short = 'i')]
         large_nat_bitmap: bool,
+        /// The volume's uuid (32 hex digits, dashes allowed), as mkfs.f2fs -U; random by
+        /// default. With --timestamp, the same arguments make the same bytes.
+        #[arg(long, short = 'U')]
+        uuid: Option<String>,
+        /// Seconds since the epoch for the root's and lost+found's times, as mkfs.f2fs -T;
+        /// now by default.
+        #[arg(long, short = 'T')]
+        timestamp: Option<u64>,
     },
     /// Mount an image or device on a directory (FUSE); returns once the mount is live.
     #[command(after_long_help = MOUNT_NOTES)]
@@ -122,6 +134,24 @@ enum Cmd {
         /// or sparse.
         #[arg(long)]
         sparse: bool,
+        /// Android canned fs_config (as sload.f2fs -C): `path uid gid mode
+        /// [capabilities=N]` per line; owner, group and mode of the paths it names, and
+        /// their security.capability. Paths it does not name keep the source's.
+        #[arg(long, short = 'C', value_name = "FILE")]
+        fs_config: Option<PathBuf>,
+        /// SELinux file_contexts, text form (as sload.f2fs -s): security.selinux of every
+        /// imported path, matched as libselinux does.
+        #[arg(long, short = 's', value_name = "FILE")]
+        file_contexts: Option<PathBuf>,
+        /// Where the image is mounted on the device (as sload.f2fs -t): the prefix of the
+        /// paths fs_config and file_contexts name.
+        #[arg(long, short = 't', default_value = "/")]
+        mount_point: String,
+        /// Every inode time is this many seconds since the epoch, i_generation is 0 and the
+        /// image's clock stands still (as sload.f2fs -T): the same inputs give the same
+        /// bytes.
+        #[arg(long, short = 'T')]
+        timestamp: Option<u64>,
     },
     /// Remove a file, or with -r a directory and everything below it.
     Rm {
@@ -246,6 +276,8 @@ fn main() -> ExitCode {
             force,
             sparse,
             large_nat_bitmap,
+            uuid,
+            timestamp,
         } => mkfs::run(mkfs::Args {
             image: &image,
             size: size.as_deref(),
@@ -256,6 +288,8 @@ fn main() -> ExitCode {
             force,
             sparse,
             large_nat_bitmap,
+            uuid: uuid.as_deref(),
+            timestamp,
         }),
         Cmd::Mkdir {
             parents,
@@ -272,15 +306,20 @@ fn main() -> ExitCode {
             src,
             path,
             stats,
-            sparse: true,
-        } => sparse::import(&image, &src, &path, stats),
-        Cmd::Import {
-            image,
-            src,
-            path,
-            stats,
-            sparse: false,
-        } => write::import(&image, &src, &path, stats),
+            sparse,
+            fs_config,
+            file_contexts,
+            mount_point,
+            timestamp,
+        } => import_options(stats, fs_config, file_contexts, &mount_point, timestamp).and_then(
+            |opts| {
+                if sparse {
+                    sparse::import(&image, &src, &path, &opts)
+                } else {
+                    write::import(&image, &src, &path, &opts)
+                }
+            },
+        ),
         Cmd::Rm {
             recursive,
             image,
@@ -343,6 +382,29 @@ fn main() -> ExitCode {
             ExitCode::from(1)
         }
     }
+}
+
+/// Reads the Android configuration files `uf2fs import` was given.
+fn import_options(
+    stats: bool,
+    fs_config: Option<PathBuf>,
+    file_contexts: Option<PathBuf>,
+    mount_point: &str,
+    timestamp: Option<u64>,
+) -> Result<write::ImportOptions, Failure> {
+    Ok(write::ImportOptions {
+        stats,
+        fs_config: fs_config
+            .as_deref()
+            .map(fs_config::FsConfig::load)
+            .transpose()?,
+        file_contexts: file_contexts
+            .as_deref()
+            .map(file_contexts::FileContexts::load)
+            .transpose()?,
+        mount_point: write::check_mount_point(mount_point)?,
+        timestamp,
+    })
 }
 
 /// The manual pages, from the same definition as the arguments: `uf2fs.1` and `uf2fs-CMD.1`

@@ -61,6 +61,26 @@ pub struct Args<'a> {
     pub sparse: bool,
     /// mkfs.f2fs `-i`: the large NAT bitmap layout.
     pub large_nat_bitmap: bool,
+    /// A fixed uuid (hex, dashes allowed) instead of a random one.
+    pub uuid: Option<&'a str>,
+    /// A fixed time (seconds) for what mkfs writes instead of now.
+    pub timestamp: Option<u64>,
+}
+
+/// Parses a uuid written as 32 hex digits, with or without the usual dashes.
+pub fn parse_uuid(s: &str) -> Result<[u8; 16], String> {
+    let hex: Vec<u8> = s.bytes().filter(|&b| b != b'-').collect();
+    let bad =
+        || format!("uuid {s:?}: want 32 hex digits such as 0123abcd-4567-89ab-cdef-0123456789ab");
+    if hex.len() != 32 || !hex.iter().all(u8::is_ascii_hexdigit) {
+        return Err(bad());
+    }
+    let mut out = [0u8; 16];
+    for (o, pair) in out.iter_mut().zip(hex.chunks_exact(2)) {
+        let text = std::str::from_utf8(pair).map_err(|_| bad())?;
+        *o = u8::from_str_radix(text, 16).map_err(|_| bad())?;
+    }
+    Ok(out)
 }
 
 pub fn run(a: Args<'_>) -> CliResult {
@@ -97,6 +117,7 @@ fn make(a: &Args<'_>, image: &Path) -> CliResult {
     let shown = a.image.display();
     let size = a.size.map(parse_size).transpose()?;
     let features = parse_features(a.features).map_err(|e| format!("--features: {e}"))?;
+    let uuid = a.uuid.map(parse_uuid).transpose()?;
     match std::fs::metadata(image) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             let Some(size) = size else {
@@ -144,6 +165,8 @@ fn make(a: &Args<'_>, image: &Path) -> CliResult {
         label: a.label.to_owned(),
         features,
         large_nat_bitmap: a.large_nat_bitmap,
+        uuid,
+        time: a.timestamp,
         ..MkfsOptions::default()
     };
     let g = mkfs(&dev, &opts).map_err(|e| format!("{shown}: {e}"))?;
@@ -163,6 +186,25 @@ fn make(a: &Args<'_>, image: &Path) -> CliResult {
 #[cfg(test)]
 mod tests {
     use super::parse_size;
+
+    #[test]
+    fn uuids_parse_with_or_without_dashes() {
+        let want = [
+            0x01, 0x23, 0xab, 0xcd, 0x45, 0x67, 0x89, 0xab, 0xcd, 0xef, 0x01, 0x23, 0x45, 0x67,
+            0x89, 0xab,
+        ];
+        assert_eq!(
+            super::parse_uuid("0123abcd-4567-89ab-cdef-0123456789ab"),
+            Ok(want)
+        );
+        assert_eq!(
+            super::parse_uuid("0123ABCD456789abcdef0123456789ab"),
+            Ok(want)
+        );
+        assert!(super::parse_uuid("0123abcd").is_err());
+        assert!(super::parse_uuid("0123abcd-4567-89ab-cdef-0123456789ag").is_err());
+        assert!(super::parse_uuid("+123abcd-4567-89ab-cdef-0123456789ab").is_err());
+    }
 
     #[test]
     fn sizes_parse_with_suffixes() {

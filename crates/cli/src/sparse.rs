@@ -69,10 +69,15 @@ pub fn pack(raw: &Path, dest: &Path) -> CliResult {
 
 /// `import --sparse`: into `image` as it is when raw (then written back sparse), or into a
 /// raw copy of it when it is already sparse.
-pub fn import(image: &Path, src: &Path, path: &str, stats: bool) -> CliResult {
+pub fn import(
+    image: &Path,
+    src: &Path,
+    path: &str,
+    opts: &crate::write::ImportOptions,
+) -> CliResult {
     let shown = image.display();
     if !is_sparse(image).map_err(|e| format!("{shown}: {e}"))? {
-        let imported = crate::write::import(image, src, path, stats);
+        let imported = crate::write::import(image, src, path, opts);
         if let Err(Failure::Msg(m)) = imported {
             return Err(Failure::Msg(m));
         }
@@ -88,7 +93,7 @@ pub fn import(image: &Path, src: &Path, path: &str, stats: bool) -> CliResult {
     dev.unpack_to(&out)
         .map_err(|e| format!("{shown}: unpacking: {e}"))?;
     drop((dev, out));
-    let imported = crate::write::import(&raw.0, src, path, stats);
+    let imported = crate::write::import(&raw.0, src, path, opts);
     if let Err(Failure::Msg(m)) = imported {
         return Err(Failure::Msg(m));
     }

@@ -113,14 +113,57 @@ fn copy_file(fs: &Fs, ino: u32, src: &Path, len: u64) -> Result<(), String> {
 }
 
 fn attrs_of(fs: &Fs, ino: u32, m: &fs::Metadata) -> Result<(), String> {
-    fs.set_attr(
-        ino,
-        Some((m.mode() & 0o7777) as u16),
-        Some((m.uid(), m.gid())),
-        Some((m.atime(), m.atime_nsec() as u32)),
-        Some((m.mtime(), m.mtime_nsec() as u32)),
-    )
-    .map_err(|e| e.to_string())
+    Attrs::of(m, None).apply(fs, ino)
+}
+
+/// What an imported inode's attributes become: from the host file, or from fs_config and
+/// --timestamp where they say otherwise.
+#[derive(Clone, Copy)]
+struct Attrs {
+    perm: u16,
+    uid: u32,
+    gid: u32,
+    atime: (i64, u32),
+    mtime: (i64, u32),
+}
+
+impl Attrs {
+    fn of(m: &fs::Metadata, timestamp: Option<u64>) -> Attrs {
+        let (atime, mtime) = match timestamp {
+            Some(t) => ((t as i64, 0), (t as i64, 0)),
+            None => (
+                (m.atime(), m.atime_nsec() as u32),
+                (m.mtime(), m.mtime_nsec() as u32),
+            ),
+        };
+        Attrs {
+            perm: (m.mode() & 0o7777) as u16,
+            uid: m.uid(),
+            gid: m.gid(),
+            atime,
+            mtime,
+        }
+    }
+
+    fn configured(mut self, e: Option<&crate::fs_config::Entry>) -> Attrs {
+        if let Some(e) = e {
+            self.perm = e.mode;
+            self.uid = e.uid;
+            self.gid = e.gid;
+        }
+        self
+    }
+
+    fn apply(&self, fs: &Fs, ino: u32) -> Result<(), String> {
+        fs.set_attr(
+            ino,
+            Some(self.perm),
+            Some((self.uid, self.gid)),
+            Some(self.atime),
+            Some(self.mtime),
+        )
+        .map_err(|e| e.to_string())
+    }
 }
 
 pub fn put(image: &Path, host: &Path, path: &str) -> CliResult {
@@ -176,19 +219,112 @@ pub fn put(image: &Path, host: &Path, path: &str) -> CliResult {
     Ok(())
 }
 
+/// How `uf2fs import` labels what it writes: Android's fs_config and file_contexts, the
+/// mount point they are written against, and a fixed time (`uf2fs import --fs-config ...`).
+#[derive(Default)]
+pub struct ImportOptions {
+    /// Print the device blocks written, by cause.
+    pub stats: bool,
+    pub fs_config: Option<crate::fs_config::FsConfig>,
+    pub file_contexts: Option<crate::file_contexts::FileContexts>,
+    /// Where the image will be mounted on the device (`/` or `/system`): the prefix of the
+    /// paths fs_config and file_contexts name. Checked by [`check_mount_point`].
+    pub mount_point: String,
+    /// Every inode time written is this second, and the image's clock stands still.
+    pub timestamp: Option<u64>,
+}
+
+/// Checks a --mount-point: absolute, no empty, `.` or `..` components; returns it without a
+/// trailing `/` (but `/` itself).
+pub fn check_mount_point(m: &str) -> Result<String, String> {
+    let trimmed = m.trim_end_matches('/');
+    if !m.starts_with('/') {
+        return Err(format!("--mount-point {m:?}: must start with /"));
+    }
+    if trimmed.is_empty() {
+        return Ok("/".into());
+    }
+    if trimmed
+        .split('/')
+        .skip(1)
+        .any(|c| c.is_empty() || c == "." || c == "..")
+    {
+        return Err(format!(
+            "--mount-point {m:?}: empty, . or .. components are not allowed"
+        ));
+    }
+    Ok(trimmed.to_owned())
+}
+
+impl ImportOptions {
+    /// The path the device will see for image path `p` (absolute): the mount point joined
+    /// with it; the image's root is the mount point itself.
+    fn device_path(&self, p: &[u8]) -> Vec<u8> {
+        let m = self.mount_point.as_bytes();
+        if p == b"/" {
+            m.to_vec()
+        } else if m == b"/" || m.is_empty() {
+            p.to_vec()
+        } else {
+            [m, p].concat()
+        }
+    }
+
+    /// The fs_config entry of image path `p`, if the file names it.
+    fn config(&self, p: &[u8]) -> Option<&crate::fs_config::Entry> {
+        let cfg = self.fs_config.as_ref()?;
+        let dev = self.device_path(p);
+        cfg.lookup(dev.strip_prefix(b"/").unwrap_or(&dev))
+    }
+
+    /// Which host xattrs the options replace: the label when file_contexts is given, the
+    /// capabilities when fs_config names the path.
+    fn replaces(&self, name: &[u8], configured: bool) -> bool {
+        (self.file_contexts.is_some() && name == b"security.selinux")
+            || (configured && name == b"security.capability")
+    }
+
+    /// Sets `security.selinux` and `security.capability` of `ino` (image path `p`, S_IFMT
+    /// `kind`) as file_contexts and fs_config say. The label is stored without a trailing
+    /// NUL, as sload.f2fs stores it.
+    fn label(&self, fs: &Fs, ino: u32, p: &[u8], kind: u32) -> Result<(), String> {
+        if let Some(fc) = &self.file_contexts {
+            if let Some(label) = fc.lookup(&self.device_path(p), kind) {
+                fs.setxattr(ino, b"security.selinux", label, 0)
+                    .map_err(|e| format!("security.selinux: {e}"))?;
+            }
+        }
+        if let Some(caps) = self
+            .config(p)
+            .and_then(|e| crate::fs_config::vfs_cap_data(e.capabilities))
+        {
+            fs.setxattr(ino, b"security.capability", &caps, 0)
+                .map_err(|e| format!("security.capability: {e}"))?;
+        }
+        Ok(())
+    }
+}
+
 struct Import<'a> {
     fs: &'a Fs,
+    opts: &'a ImportOptions,
     bar: Option<indicatif::ProgressBar>,
     /// Bytes of file data copied.
     data_bytes: u64,
     /// Host (dev, ino) of multiply-linked files → image ino.
     links: HashMap<(u64, u64), u32>,
-    dirs: Vec<(u32, fs::Metadata)>,
+    dirs: Vec<(u32, Attrs)>,
     failures: usize,
 }
 
-/// Copies every xattr of host path `host` (not following a symlink) to `ino`.
-fn copy_xattrs(fs: &Fs, ino: u32, host: &Path) -> Result<(), String> {
+/// Copies the xattrs of host path `host` (not following a symlink) to `ino`, but those
+/// `skip` names.
+fn copy_xattrs_but(
+    fs: &Fs,
+    ino: u32,
+    host: &Path,
+    skip: &dyn Fn(&[u8]) -> bool,
+) -> Result<(), String> {
     let mut names = vec![0u8; 64 * 1024];
     let n = match rustix::fs::llistxattr(host, &mut names) {
         Ok(n) => n,
@@ -199,7 +335,7 @@ fn copy_xattrs(fs: &Fs, ino: u32, host: &Path) -> Result<(), String> {
         .get(..n)
         .unwrap_or(&[])
         .split(|&b| b == 0)
-        .filter(|n| !n.is_empty())
+        .filter(|n| !n.is_empty() && !skip(n))
     {
         let os = std::ffi::OsStr::from_bytes(name);
         let mut value = vec![0u8; 64 * 1024];
@@ -211,8 +347,23 @@ fn copy_xattrs(fs: &Fs, ino: u32, host: &Path) -> Result<(), String> {
     Ok(())
 }
 
+/// `dir/name` of image paths.
+fn join(dir: &[u8], name: &[u8]) -> Vec<u8> {
+    if dir == b"/" {
+        [b"/", name].concat()
+    } else {
+        [dir, b"/", name].concat()
+    }
+}
+
 impl Import<'_> {
-    fn entry(&mut self, parent: u32, name: &[u8], host: &Path) -> Result<Option<u32>, String> {
+    fn entry(
+        &mut self,
+        parent: u32,
+        name: &[u8],
+        host: &Path,
+        at: &[u8],
+    ) -> Result<Option<u32>, String> {
         let m = fs::symlink_metadata(host).map_err(|e| e.to_string())?;
         let ft = m.file_type();
         if !ft.is_dir() && m.nlink() > 1 {
@@ -221,7 +372,8 @@ impl Import<'_> {
                 return Ok(None);
             }
         }
-        let perm = (m.mode() & 0o7777) as u16;
+        let configured = self.opts.config(at);
+        let attrs = Attrs::of(&m, self.opts.timestamp).configured(configured);
         let (kind, rdev) = if ft.is_dir() {
             (0o040000, (0, 0))
         } else if ft.is_file() {
@@ -249,9 +401,9 @@ impl Import<'_> {
                 parent,
                 name,
                 NewInode {
-                    mode: kind | perm,
-                    uid: m.uid(),
-                    gid: m.gid(),
+                    mode: kind | attrs.perm,
+                    uid: attrs.uid,
+                    gid: attrs.gid,
                     rdev,
                 },
             )
@@ -268,19 +420,26 @@ impl Import<'_> {
                 .write(ino, 0, target.as_os_str().as_bytes())
                 .map_err(|e| e.to_string())?;
         }
-        copy_xattrs(self.fs, ino, host)?;
+        let opts = self.opts;
+        copy_xattrs_but(self.fs, ino, host, &|n| {
+            opts.replaces(n, configured.is_some())
+        })?;
+        opts.label(self.fs, ino, at, u32::from(kind))?;
         if !ft.is_dir() && m.nlink() > 1 {
             self.links.insert((m.dev(), m.ino()), ino);
         }
         if ft.is_dir() {
-            self.dirs.push((ino, m));
+            self.dirs.push((ino, attrs));
             return Ok(Some(ino));
         }
-        attrs_of(self.fs, ino, &m)?;
+        attrs.apply(self.fs, ino)?;
         Ok(None)
     }
 
-    fn tree(&mut self, parent: u32, host: &Path) {
+    /// Imports the entries of host directory `host` into image directory `parent`, whose
+    /// image path is `at`, in byte order of their names (so inode numbers follow a sorted
+    /// walk and the same tree gives the same image).
+    fn tree(&mut self, parent: u32, host: &Path, at: &[u8]) {
         let mut names: Vec<_> = match fs::read_dir(host) {
             Ok(d) => d.filter_map(|e| e.ok()).map(|e| e.file_name()).collect(),
             Err(e) => {
@@ -292,8 +451,9 @@ impl Import<'_> {
         names.sort();
         for n in names {
             let p = host.join(&n);
-            match self.entry(parent, n.as_bytes(), &p) {
-                Ok(Some(dir)) => self.tree(dir, &p),
+            let child = join(at, n.as_bytes());
+            match self.entry(parent, n.as_bytes(), &p, &child) {
+                Ok(Some(dir)) => self.tree(dir, &p, &child),
                 Ok(None) => {}
                 Err(e) => {
                     self.failures += 1;
@@ -304,20 +464,105 @@ impl Import<'_> {
     }
 }
 
-pub fn import(image: &Path, src: &Path, path: &str, stats: bool) -> CliResult {
-    let fs = open_rw(image)?;
-    let top = fs
-        .resolve(path.as_bytes(), true)
-        .map_err(|e| format!("{path}: {e}"))?;
-    if fs
-        .getattr(top)
-        .map_err(|e| format!("{path}: {e}"))?
-        .file_type
-        != uf2fs_engine::FileType::Directory
-    {
-        return Err(Failure::Msg(format!("{path}: not a directory")));
+/// Resolves directory `path` in the image, making it and its missing parents (mode 0755,
+/// root:root, unless fs_config names them; labelled as file_contexts says). Returns its
+/// inode and whether it was made.
+fn target_dir(fs: &Fs, path: &str, opts: &ImportOptions) -> Result<(u32, bool), Failure> {
+    if !path.starts_with('/') {
+        return Err(Failure::Msg(format!(
+            "{path}: paths inside the image start with /"
+        )));
     }
+    let parts: Vec<&str> = path.split('/').filter(|p| !p.is_empty()).collect();
+    // Checked before anything is made.
+    if parts.iter().any(|p| *p == "." || *p == "..") {
+        return Err(Failure::Msg(format!(
+            "{path}: . and .. are not allowed in the target path"
+        )));
+    }
+    let mut cur = fs.root_ino();
+    let mut at = b"/".to_vec();
+    let mut made = false;
+    for part in parts {
+        at = join(&at, part.as_bytes());
+        made = false;
+        match fs.lookup(cur, part.as_bytes()) {
+            Ok(ino) => {
+                if fs
+                    .getattr(ino)
+                    .map_err(|e| format!("{path}: {e}"))?
+                    .file_type
+                    != uf2fs_engine::FileType::Directory
+                {
+                    return Err(Failure::Msg(format!(
+                        "{}: not a directory",
+                        String::from_utf8_lossy(&at)
+                    )));
+                }
+                cur = ino;
+            }
+            Err(Error::NotFound) => {
+                let shown = String::from_utf8_lossy(&at).into_owned();
+                let (perm, uid, gid) = match opts.config(&at) {
+                    Some(e) => (e.mode, e.uid, e.gid),
+                    None => (0o755, 0, 0),
+                };
+                let ino = fs
+                    .create_node(
+                        cur,
+                        part.as_bytes(),
+                        NewInode {
+                            mode: 0o40000 | perm,
+                            uid,
+                            gid,
+                            rdev: (0, 0),
+                        },
+                    )
+                    .map_err(|e| format!("{shown}: {e}"))?;
+                opts.label(fs, ino, &at, 0o040000)
+                    .map_err(|e| format!("{shown}: {e}"))?;
+                if let Some(t) = opts.timestamp {
+                    fs.set_attr(ino, None, None, Some((t as i64, 0)), Some((t as i64, 0)))
+                        .map_err(|e| format!("{shown}: {e}"))?;
+                }
+                cur = ino;
+                made = true;
+            }
+            Err(e) => {
+                return Err(Failure::Msg(format!(
+                    "{}: {e}",
+                    String::from_utf8_lossy(&at)
+                )))
+            }
+        }
+    }
+    Ok((cur, made))
+}
+
+pub fn import(image: &Path, src: &Path, path: &str, opts: &ImportOptions) -> CliResult {
+    let mut fs = open_rw(image)?;
     let m = fs::metadata(src).map_err(|e| format!("{}: {e}", src.display()))?;
+    if !m.is_dir() {
+        return Err(Failure::Msg(format!(
+            "{}: not a directory (use put for one file)",
+            src.display()
+        )));
+    }
+    if let Some(t) = opts.timestamp {
+        fs.set_options(uf2fs_engine::Options {
+            fixed_time: Some(t),
+            ..fs.options()
+        });
+    }
+    let (top, _) = target_dir(&fs, path, opts)?;
+    let at: Vec<u8> = {
+        let p = path.trim_end_matches('/');
+        if p.is_empty() {
+            b"/".to_vec()
+        } else {
+            p.as_bytes().to_vec()
+        }
+    };
     // A progress bar by bytes when stderr is a terminal (a quick walk counts them first).
     let bar = std::io::IsTerminal::is_terminal(&std::io::stderr()).then(|| {
         fn total(p: &Path) -> u64 {
@@ -340,28 +585,42 @@ pub fn import(image: &Path, src: &Path, path: &str, stats: bool) -> CliResult {
     });
     let mut imp = Import {
         fs: &fs,
+        opts,
         bar,
         data_bytes: 0,
         links: HashMap::new(),
         dirs: Vec::new(),
         failures: 0,
     };
-    imp.tree(top, src);
+    imp.tree(top, src, &at);
     if let Some(b) = &imp.bar {
         b.finish_and_clear();
     }
     // Directories last, deepest first, so their times are not changed by their children.
     let dirs = std::mem::take(&mut imp.dirs);
-    for (ino, m) in dirs.iter().rev() {
-        if let Err(e) = attrs_of(&fs, *ino, m) {
+    for (ino, a) in dirs.iter().rev() {
+        if let Err(e) = a.apply(&fs, *ino) {
             imp.failures += 1;
             eprintln!("uf2fs: import: directory inode {ino}: {e}");
         }
     }
-    if path == "/" || path.is_empty() {
-        if let Err(e) = attrs_of(&fs, top, &m).and_then(|()| copy_xattrs(&fs, top, src)) {
+    if at == b"/" {
+        // The root takes the source directory's attributes and xattrs (fs_config's entry for
+        // the mount point, when there is one; labelled as file_contexts says).
+        let configured = opts.config(b"/");
+        let attrs = Attrs::of(&m, opts.timestamp).configured(configured);
+        let r = copy_xattrs_but(&fs, top, src, &|n| opts.replaces(n, configured.is_some()))
+            .and_then(|()| opts.label(&fs, top, b"/", 0o040000))
+            .and_then(|()| attrs.apply(&fs, top));
+        if let Err(e) = r {
             imp.failures += 1;
             eprintln!("uf2fs: import: {}: {e}", src.display());
+        }
+    } else if let Some(t) = opts.timestamp {
+        // The target's time changed with its new entries: the fixed time again.
+        if let Err(e) = fs.set_attr(top, None, None, Some((t as i64, 0)), Some((t as i64, 0))) {
+            imp.failures += 1;
+            eprintln!("uf2fs: import: {path}: {e}");
         }
     }
     let failures = imp.failures;
@@ -369,7 +628,7 @@ pub fn import(image: &Path, src: &Path, path: &str, stats: bool) -> CliResult {
     let io = fs
         .unmount()
         .map_err(|e| format!("{}: {e}", image.display()))?;
-    if stats {
+    if opts.stats {
         let by: Vec<String> = uf2fs_engine::uf2fs_device::IoCause::ALL
             .iter()
             .zip(io.written_blocks)

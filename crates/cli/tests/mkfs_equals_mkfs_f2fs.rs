@@ -34,11 +34,12 @@ fn masked(b: &[u8], ranges: &[(usize, usize)]) -> Vec<u8> {
 }
 
 fn compare(mib: u64, segs_per_sec: u32, features: &str) {
-    compare_with(mib, segs_per_sec, features, false);
+    compare_with(mib, segs_per_sec, features, false, &[]);
 }
 
-/// With `large`, both are made with the large NAT bitmap layout (`-i`).
-fn compare_with(mib: u64, segs_per_sec: u32, features: &str, large: bool) {
+/// `compare`; with `large`, both are made with the large NAT bitmap layout (`-i`);
+/// `theirs_too` are more arguments for mkfs.f2fs only.
+fn compare_with(mib: u64, segs_per_sec: u32, features: &str, large: bool, theirs_too: &[&str]) {
     let dir = scratch("mkfs-cmp");
     let (ours, theirs) = (dir.join("ours.img"), dir.join("theirs.img"));
     let mut args = vec![
@@ -64,7 +65,7 @@ fn compare_with(mib: u64, segs_per_sec: u32, features: &str, large: bool) {
         .unwrap()
         .set_len(mib << 20)
         .unwrap();
-    run(mk.arg(&theirs));
+    run(mk.args(theirs_too).arg(&theirs));
     assert_fsck_clean(&ours);
     let (a, b) = (
         std::fs::File::open(&ours).unwrap(),
@@ -185,9 +186,9 @@ fn extra_features_and_sections() {
 /// at 300 GiB (a sparse file) the bitmaps need one payload block.
 #[test]
 fn large_nat_bitmap_several_sizes() {
-    compare_with(64, 1, "", true);
-    compare_with(1000, 2, EXTRA, true);
-    compare_with(300 << 10, 1, "", true);
+    compare_with(64, 1, "", true, &[]);
+    compare_with(1000, 2, EXTRA, true, &[]);
+    compare_with(300 << 10, 1, "", true, &[]);
     let dir = scratch("mkfs-large-payload");
     let img = dir.join("x.img");
     run(Command::new(env!("CARGO_BIN_EXE_uf2fs")).args([
@@ -205,6 +206,18 @@ fn large_nat_bitmap_several_sizes() {
     assert_ne!(flags & 0x400, 0, "large_nat_bitmap flag");
     assert_eq!(u32::from_le_bytes(cp[164..168].try_into().unwrap()), 192);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn every_feature_mkfs_f2fs_takes_and_uf2fs_makes() {
+    compare(256, 1, "encrypt");
+    compare(256, 1, "verity");
+    compare(256, 1, "extra_attr,compression");
+    compare(256, 2, &format!("{EXTRA},compression,encrypt,verity"));
+    // mkfs.f2fs -O casefold alone writes encoding 0, which Linux will not mount: uf2fs
+    // writes what -C utf8 adds.
+    compare_with(256, 1, "casefold", false, &["-C", "utf8"]);
+    compare_with(256, 1, &format!("{EXTRA},casefold"), false, &["-C", "utf8"]);
 }
 
 #[test]
@@ -226,7 +239,23 @@ fn refuses_to_overwrite_data_and_unknown_features() {
     for (args, msg) in [
         (
             vec!["--size", "64M", "-O", "compression"],
-            "cannot make the compression feature yet",
+            "compression need extra_attr",
+        ),
+        (
+            vec!["--size", "64M", "-O", "extra_attr,quota"],
+            "feature quota: quota needs the user and group quota files",
+        ),
+        (
+            vec!["--size", "64M", "-O", "extra_attr,project_quota"],
+            "feature project_quota: project_quota turns on quota",
+        ),
+        (
+            vec!["--size", "64M", "-O", "ro"],
+            "feature ro: ro is mkfs.f2fs's read-only layout",
+        ),
+        (
+            vec!["--size", "64M", "-O", "blkzoned"],
+            "feature blkzoned: mkfs.f2fs 1.15 does not take it",
         ),
         (vec!["--size", "64M", "-O", "bogus"], "unknown feature"),
         (

@@ -25,13 +25,29 @@ use uf2fs_format::superblock::{feature, RawSuperblock, SB_CHECKSUM_OFFSET, SB_OF
 use uf2fs_format::{Block, BLOCKS_PER_SEG, BLOCK_SIZE};
 use zerocopy::{FromZeros, IntoBytes};
 
-/// Features `uf2fs mkfs` can make; others are refused by name.
+/// Features `uf2fs mkfs` can make; others are refused by name. encrypt, verity and
+/// compression are superblock bits only at mkfs time (compression also sizes the extra
+/// inode area); casefold also sets the filename encoding (see [`superblock`]).
 pub const MKFS_FEATURES: u32 = feature::EXTRA_ATTR
     | feature::INODE_CHKSUM
     | feature::FLEXIBLE_INLINE_XATTR
     | feature::INODE_CRTIME
     | feature::LOST_FOUND
-    | feature::SB_CHKSUM;
+    | feature::SB_CHKSUM
+    | feature::ENCRYPT
+    | feature::VERITY
+    | feature::COMPRESSION
+    | feature::CASEFOLD;
+
+/// Why a name mkfs.f2fs 1.15 accepts is refused (those it does not accept are unknown).
+fn not_made(name: &str) -> Option<&'static str> {
+    Some(match name {
+        "quota" => "quota needs the user and group quota files mkfs.f2fs writes (quota inodes in the superblock), which uf2fs mkfs cannot make yet",
+        "project_quota" => "project_quota turns on quota in mkfs.f2fs (user, group and project quota files), which uf2fs mkfs cannot make yet",
+        "ro" => "ro is mkfs.f2fs's read-only layout (no overprovision, one log per type), which uf2fs mkfs does not write yet",
+        _ => return None,
+    })
+}
 
 /// Features that live in the extra inode area.
 const NEED_EXTRA_ATTR: u32 = feature::INODE_CHKSUM
@@ -95,17 +111,20 @@ pub fn parse_features(list: &str) -> Result<u32> {
         match bit {
             Some(b) if b & MKFS_FEATURES != 0 => bits |= b,
             Some(_) => {
-                return Err(Error::Unsupported(format!(
-                    "uf2fs mkfs cannot make the {name} feature yet"
-                )))
+                return Err(Error::Unsupported(match not_made(name) {
+                    Some(why) => format!("feature {name}: {why}"),
+                    // blkzoned, atomic_write: bits mkfs.f2fs sets itself or never.
+                    None => format!("feature {name}: mkfs.f2fs 1.15 does not take it with -O"),
+                }));
             }
             None => return Err(Error::Unsupported(format!("unknown feature {name:?}"))),
         }
     }
     if bits & NEED_EXTRA_ATTR != 0 && bits & feature::EXTRA_ATTR == 0 {
-        return Err(Error::Unsupported(
-            "inode_checksum, flexible_inline_xattr and inode_crtime need extra_attr".into(),
-        ));
+        return Err(Error::Unsupported(format!(
+            "{} need extra_attr",
+            feature::names(bits & NEED_EXTRA_ATTR).join(", ")
+        )));
     }
     Ok(bits)
 }
@@ -400,7 +419,12 @@ pub fn mkfs(dev: &dyn BlockDevice, o: &MkfsOptions) -> Result<Geometry> {
     }
     w.block(u64::from(g.nat_blkaddr), &nat, IoCause::Meta)?;
     // 5. Checkpoint pack 1.
-    let version = u64::from(u32::from_le_bytes(random_bytes::<4>()) >> 1 | 1);
+    // Random, unless the uuid is fixed (a reproducible image): then drawn from the uuid.
+    let version_seed = match o.uuid {
+        Some(u) => f2fs_crc32(F2FS_SUPER_MAGIC, &u).to_le_bytes(),
+        None => random_bytes::<4>(),
+    };
+    let version = u64::from(u32::from_le_bytes(version_seed) >> 1 | 1);
     let nat_bits_bytes = u64::from(g.segment_count_nat) / 2 * seg / 8;
     let nat_bits_blocks = (8 + 2 * nat_bits_bytes).div_ceil(BLOCK_SIZE as u64);
     let total = 6 + g.cp_payload;
@@ -591,6 +615,12 @@ fn superblock(g: &Geometry, o: &MkfsOptions, uuid: &[u8; 16], label: &[u16]) -> 
     put(&mut sb.version, 0, version.as_bytes());
     put(&mut sb.init_version, 0, version.as_bytes());
     sb.feature.set(o.features);
+    // mkfs.f2fs -O casefold without -C leaves the encoding 0, which Linux refuses to mount;
+    // uf2fs writes what `-C utf8` writes: utf8-12.1, no flags.
+    if o.features & feature::CASEFOLD != 0 {
+        sb.s_encoding.set(1);
+        sb.s_encoding_flags.set(0);
+    }
     if o.features & feature::SB_CHKSUM != 0 {
         sb.checksum_offset.set(SB_CHECKSUM_OFFSET);
         let crc = f2fs_crc32(

@@ -131,6 +131,11 @@ pub struct Options {
     /// The most memory the clean caches (node and NAT blocks, parsed inodes) take, in bytes
     /// (`cache_size`): half to node blocks, a quarter each to NAT blocks and inodes.
     pub cache_bytes: u64,
+    /// A frozen clock, for reproducible images (`uf2fs import --timestamp`): every inode time
+    /// a change sets is this second (nanoseconds 0), new inodes get i_generation 0 (as
+    /// sload.f2fs writes them), and checkpoints do not advance the volume's age (the
+    /// checkpoint's elapsed_time and the SIT's segment mtimes). `None`: the system clock.
+    pub fixed_time: Option<u64>,
 }
 
 /// The kernel's `mode`: whether data may be written anywhere but at a log's end.
@@ -205,6 +210,7 @@ impl Default for Options {
             gc_window: 0,
             background_gc: BackgroundGc::On,
             cache_bytes: crate::cache::DEFAULT_CACHE_BYTES,
+            fixed_time: None,
         }
     }
 }

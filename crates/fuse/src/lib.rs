@@ -107,6 +107,7 @@ pub fn serve(
         gc_window: opts.gc_window,
         background_gc: opts.background_gc,
         cache_bytes: opts.cache_bytes,
+        fixed_time: None,
     });
     let fs = Arc::new(fs);
     let paths = control_paths(&mountpoint)?;

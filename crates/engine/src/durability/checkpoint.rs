@@ -192,7 +192,11 @@ impl CheckpointWrites {
 fn build(vol: &Vol, ws: &mut WriteState, umount: bool) -> Result<CheckpointWrites> {
     let start_seq = vol.change_seq.load(std::sync::atomic::Ordering::SeqCst);
     let mut body: Vec<(u64, Vec<u8>, IoCause, &'static str)> = Vec::new();
-    ws.segs.set_clock(ws.cp.elapsed());
+    // A frozen clock (reproducible images) keeps the volume's age where the last checkpoint
+    // left it, so the same changes give the same checkpoint and SIT bytes.
+    if vol.options.fixed_time.is_none() {
+        ws.segs.set_clock(ws.cp.elapsed());
+    }
     // 1. Nodes, out of place.
     let dirty = vol.nodes.dirty_snapshot()?;
     // These nodes belong to the checkpoint being written: their cp_ver is its (plain)

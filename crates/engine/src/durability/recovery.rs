@@ -335,6 +335,7 @@ impl Fs {
             ino,
             inode: reparse(self, ino, &mut b)?,
             block: b,
+            now: self.clock(),
         })
     }
 

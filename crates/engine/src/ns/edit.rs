@@ -39,6 +39,17 @@ pub(crate) fn reparse(fs: &Fs, ino: u32, b: &mut Block) -> Result<Inode> {
     Ok(Inode::parse(b, ino, &fs.vol().sb)?)
 }
 
+impl Fs {
+    /// The time a change stamps on inodes: the frozen clock of [`crate::Options::fixed_time`]
+    /// when set, else the system's.
+    pub(crate) fn clock(&self) -> (u64, u32) {
+        match self.vol().options.fixed_time {
+            Some(t) => (t, 0),
+            None => now(),
+        }
+    }
+}
+
 pub(crate) fn now() -> (u64, u32) {
     let d = SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -51,6 +62,8 @@ pub(crate) struct Editing {
     pub ino: u32,
     pub block: Block,
     pub inode: Inode,
+    /// The time [`Editing::touch`] stamps (the file system's clock when the edit began).
+    pub now: (u64, u32),
 }
 
 impl Editing {
@@ -88,7 +101,7 @@ impl Editing {
         }
     }
     pub(crate) fn touch(&mut self, mtime: bool) {
-        let (s, ns) = now();
+        let (s, ns) = self.now;
         self.set_u64(40, s);
         self.set_u32(60, ns);
         if mtime {

@@ -63,7 +63,12 @@ impl Fs {
             Expect { ino, ofs: 0 },
         )?;
         let inode = Inode::parse(&block, ino, &self.vol().sb)?;
-        Ok(Editing { ino, block, inode })
+        Ok(Editing {
+            ino,
+            block,
+            inode,
+            now: self.clock(),
+        })
     }
 
     /// Marks `ino` changed in a way roll-forward cannot replay (a rename, link or unlink, freed
@@ -130,7 +135,7 @@ impl Fs {
         let ft = FileType::from_mode(a.mode)
             .ok_or(Error::InvalidArgument("unknown file type in mode"))?;
         let mut b = [0u8; BLOCK_SIZE];
-        let (s, ns) = now();
+        let (s, ns) = self.clock();
         put(&mut b, 0, &a.mode.to_le_bytes());
         put(&mut b, 4, &a.uid.to_le_bytes());
         put(&mut b, 8, &a.gid.to_le_bytes());
@@ -146,7 +151,13 @@ impl Fs {
         for at in [56, 60, 64] {
             put(&mut b, at, &ns.to_le_bytes());
         }
-        put(&mut b, 68, &rand_u32().to_le_bytes());
+        // A frozen clock makes reproducible images: i_generation 0 then, as sload.f2fs.
+        let generation = if self.vol().options.fixed_time.is_some() {
+            0
+        } else {
+            rand_u32()
+        };
+        put(&mut b, 68, &generation.to_le_bytes());
         put(&mut b, 80, &flags.to_le_bytes());
         put(&mut b, 84, &parent.to_le_bytes());
         put(&mut b, 88, &(name.len() as u32).to_le_bytes());
@@ -200,6 +211,7 @@ impl Fs {
             ino: nid,
             block: b,
             inode,
+            now: (s, ns),
         };
         if ft == FileType::Directory {
             // Inline '.' and '..' in slots 0 and 1; i_size is the inline area.
