@@ -124,6 +124,12 @@ pub fn umount(mountpoint: &Path) -> CliResult {
 }
 
 pub fn sync(mountpoint: &Path) -> CliResult {
+    // First what the kernel holds for the mount (the writeback cache's dirty pages and
+    // times), so that the checkpoint the daemon writes next covers every write made so far.
+    let dir = std::fs::File::open(mountpoint)
+        .map_err(|e| Failure::Msg(format!("{}: {e}", mountpoint.display())))?;
+    rustix::fs::syncfs(&dir)
+        .map_err(|e| Failure::Msg(format!("syncing {}: {e}", mountpoint.display())))?;
     request(mountpoint, "sync").map_err(Failure::Msg)?;
     Ok(())
 }

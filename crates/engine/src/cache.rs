@@ -42,6 +42,23 @@ impl CacheCaps {
     }
 }
 
+/// Makes room in a full clean cache before an insert: drops about a quarter of its entries,
+/// those that come first in the map's (hash-scattered) order, which is random replacement.
+/// Dropping everything, as the caches once did, threw away the working set of every walk
+/// larger than the cache (an `rm -rf` of 10 000 files read each inode twice).
+/// Amortised, four entries visited per insert.
+pub(crate) fn make_room<K, V>(map: &mut std::collections::HashMap<K, V>, cap: usize) {
+    if map.len() < cap {
+        return;
+    }
+    let drop = (map.len() / 4).max(1);
+    let mut seen = 0;
+    map.retain(|_, _| {
+        seen += 1;
+        seen > drop
+    });
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -54,5 +71,19 @@ mod tests {
             CacheCaps::for_bytes(1),
             CacheCaps::for_bytes(MIN_CACHE_BYTES)
         );
+    }
+
+    #[test]
+    fn a_full_cache_keeps_three_quarters_and_stays_bounded() {
+        let mut m = std::collections::HashMap::new();
+        for k in 0..10_000u32 {
+            make_room(&mut m, 1000);
+            m.insert(k, k);
+            assert!(m.len() <= 1000);
+        }
+        // Right after making room it held 750 and has filled up again since.
+        assert!(m.len() > 750, "{}", m.len());
+        // The last entries inserted since the last eviction are all there.
+        assert!(m.contains_key(&9_999));
     }
 }

@@ -485,9 +485,7 @@ impl Fs {
         let inode = Arc::new(Inode::parse(&block, ino, &self.vol.sb)?);
         if let Ok(mut c) = self.vol.inodes.lock() {
             if self.vol.inode_epoch.load(Ordering::Acquire) == epoch {
-                if c.len() >= self.vol.inode_cap {
-                    c.clear();
-                }
+                crate::cache::make_room(&mut c, self.vol.inode_cap);
                 c.insert(ino, inode.clone());
             }
         }

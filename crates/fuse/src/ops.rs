@@ -46,6 +46,9 @@ const MAX_IO: u32 = 1 << 20;
 /// File and directory handles: bit 0 says the open holds the inode (kept alive, an orphan,
 /// if its last name goes while it is open).
 const HELD: u64 = 1;
+/// File handles, bit 1: opened O_SYNC or O_DSYNC, counted in `Volume::sync_opens` until
+/// release (only with the writeback cache, whose writes do not carry the opener's flags).
+const SYNC_OPEN: u64 = 2;
 
 /// A directory's entries as readdir hands them out: name, nid, type.
 type Listing = Arc<Vec<(Vec<u8>, u32, FuseType)>>;
@@ -65,6 +68,12 @@ pub struct Volume {
     /// The kernel granted `FUSE_HANDLE_KILLPRIV_V2`: set-user-ID, set-group-ID and file
     /// capabilities are the daemon's to remove on write, truncate and chown.
     killpriv: AtomicBool,
+    /// The kernel granted `FUSE_WRITEBACK_CACHE` (asked for unless `nowriteback_cache`).
+    writeback: AtomicBool,
+    /// Open O_SYNC/O_DSYNC handles by nid, with the writeback cache: its writes come from the
+    /// page cache with no opener's flags, so a file with such a handle open has its writes
+    /// treated as synchronous (an fsync follows each), as they were without the cache.
+    sync_opens: Mutex<HashMap<u32, u32>>,
 }
 
 impl Volume {
@@ -77,7 +86,43 @@ impl Volume {
             fsyncs: Arc::new(AtomicU64::new(0)),
             notifier: Arc::new(OnceLock::new()),
             killpriv: AtomicBool::new(false),
+            writeback: AtomicBool::new(false),
+            sync_opens: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// With the writeback cache, counts an O_SYNC/O_DSYNC open of `nid`; the handle bit to
+    /// keep (`SYNC_OPEN`, or 0 when nothing was counted).
+    fn note_sync_open(&self, nid: u32, open_flags: i32) -> u64 {
+        let dsync = rustix::fs::OFlags::DSYNC.bits() as i32;
+        if open_flags & dsync == 0 || !self.writeback.load(Ordering::Relaxed) {
+            return 0;
+        }
+        match self.sync_opens.lock() {
+            Ok(mut m) => {
+                *m.entry(nid).or_insert(0) += 1;
+                SYNC_OPEN
+            }
+            Err(_) => 0,
+        }
+    }
+
+    fn forget_sync_open(&self, nid: u32) {
+        if let Ok(mut m) = self.sync_opens.lock() {
+            if let Some(n) = m.get_mut(&nid) {
+                *n -= 1;
+                if *n == 0 {
+                    m.remove(&nid);
+                }
+            }
+        }
+    }
+
+    fn has_sync_open(&self, nid: u32) -> bool {
+        self.sync_opens
+            .lock()
+            .map(|m| m.contains_key(&nid))
+            .unwrap_or(false)
     }
 
     /// Where the session's notifier goes once the session exists.
@@ -474,6 +519,18 @@ impl Filesystem for Volume {
         } else {
             tracing::info!("the kernel does not offer FUSE_HANDLE_KILLPRIV_V2");
         }
+        // WRITEBACK_CACHE: the kernel keeps written pages, size and times and sends them in
+        // runs (docs/design.md, "The writeback cache", for what the daemon does about it).
+        if self.opts.writeback_cache && !self.opts.read_only {
+            if config
+                .add_capabilities(InitFlags::FUSE_WRITEBACK_CACHE)
+                .is_ok()
+            {
+                self.writeback.store(true, Ordering::Relaxed);
+            } else {
+                tracing::info!("the kernel does not offer FUSE_WRITEBACK_CACHE");
+            }
+        }
         Ok(())
     }
 
@@ -521,7 +578,7 @@ impl Filesystem for Volume {
         size: Option<u64>,
         atime: Option<TimeOrNow>,
         mtime: Option<TimeOrNow>,
-        _ctime: Option<SystemTime>,
+        ctime: Option<SystemTime>,
         _fh: Option<FileHandle>,
         _crtime: Option<SystemTime>,
         _chgtime: Option<SystemTime>,
@@ -574,6 +631,23 @@ impl Filesystem for Volume {
         };
         match run() {
             Ok(a) => reply.attr(&TTL, &a),
+            // The kernel sends a change time only for a regular file under the writeback
+            // cache, and sends the times it kept (with nothing else) when it lets go of an
+            // inode, also after its last name was unlinked and the daemon freed it. Linux
+            // would update the orphan's times; there is nothing left to update, and an error
+            // here would be kept by the kernel as a writeback error that a later syncfs(2)
+            // of the whole mount reports.
+            Err(Errno::ENOENT)
+                if ctime.is_some()
+                    && size.is_none()
+                    && mode.is_none()
+                    && uid.is_none()
+                    && gid.is_none() =>
+            {
+                let mut a = unreadable_attr(nid, FuseType::RegularFile);
+                a.nlink = 0;
+                reply.attr(&Duration::ZERO, &a)
+            }
             Err(e) => reply.error(e),
         }
     }
@@ -713,7 +787,7 @@ impl Filesystem for Volume {
         }
     }
 
-    fn open(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+    fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
         let nid = self.nid(ino);
         // An inode unlinked (and freed) by another process since the kernel looked it up is
         // ENOENT, as the getattr of such an inode is.
@@ -731,8 +805,9 @@ impl Filesystem for Volume {
         // its page cache in step (write-through writes fill it, truncate, fallocate and
         // copy_file_range drop what they change); the cleaner moves blocks without changing
         // bytes. So an unchanged file keeps its cached pages across opens.
+        let sync = self.note_sync_open(nid, flags.0);
         reply.opened(
-            FileHandle(if held { HELD } else { 0 }),
+            FileHandle(if held { HELD } else { 0 } | sync),
             FopenFlags::FOPEN_KEEP_CACHE,
         );
     }
@@ -772,10 +847,18 @@ impl Filesystem for Volume {
         reply: ReplyWrite,
     ) {
         let nid = self.nid(ino);
+        // From the kernel's page cache (writeback cache): the request carries the flusher's
+        // credentials and no opener's flags.
+        let cached = write_flags.contains(WriteFlags::FUSE_WRITE_CACHE);
         // A handle opened O_SYNC or O_DSYNC: the kernel sends an FSYNC right after, so the
         // engine may rewrite a small write in place (mode=adaptive).
         let dsync = rustix::fs::OFlags::DSYNC.bits() as i32;
-        let written = if flags.0 & dsync != 0 {
+        let synced = if cached {
+            self.has_sync_open(nid)
+        } else {
+            flags.0 & dsync != 0
+        };
+        let written = if synced {
             self.fs.write_synced(nid, offset, data)
         } else {
             self.fs.write(nid, offset, data)
@@ -788,7 +871,10 @@ impl Filesystem for Volume {
                 } else {
                     KillSetId::Never
                 };
-                self.strip_privileges(req, ino, nid, true, kill);
+                // The set-group-ID rule for writers outside the group needs the writer, which
+                // a write from the page cache does not name; the kernel has judged the writer
+                // at write(2) and sent the write through when a bit had to go.
+                self.strip_privileges(req, ino, nid, !cached, kill);
                 reply.written(n as u32);
             }
             Err(e) => reply.error(errno(e)),
@@ -819,6 +905,9 @@ impl Filesystem for Volume {
         _flush: bool,
         reply: ReplyEmpty,
     ) {
+        if fh.0 & SYNC_OPEN != 0 {
+            self.forget_sync_open(self.nid(ino));
+        }
         if fh.0 & HELD != 0 {
             if let Err(e) = self.fs.release(self.nid(ino)) {
                 return reply.error(errno(e));
@@ -1046,7 +1135,7 @@ impl Filesystem for Volume {
         name: &OsStr,
         mode: u32,
         umask: u32,
-        _flags: i32,
+        flags: i32,
         reply: ReplyCreate,
     ) {
         let made = self
@@ -1058,11 +1147,12 @@ impl Filesystem for Volume {
         match made {
             Ok((nid, a)) => {
                 let held = self.fs.hold(nid).is_ok();
+                let sync = self.note_sync_open(nid, flags);
                 reply.created(
                     &TTL,
                     &to_fuse_attr(&a),
                     Generation(a.generation.into()),
-                    FileHandle(if held { HELD } else { 0 }),
+                    FileHandle(if held { HELD } else { 0 } | sync),
                     FopenFlags::FOPEN_KEEP_CACHE,
                 );
             }

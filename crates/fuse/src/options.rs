@@ -74,6 +74,12 @@ pub struct MountOptions {
     /// Request-handling threads (`threads=N`, 1 to 64). Reads run in parallel; changes take
     /// the engine's write lock.
     pub threads: usize,
+    /// The kernel's writeback cache (`writeback_cache`, the default, or
+    /// `nowriteback_cache`): buffered writes gather in the kernel's page cache and reach the
+    /// daemon in large runs at writeback, close, fsync and sync, instead of one request per
+    /// write(2). Off, every write is a request and errors such as ENOSPC come from write(2)
+    /// itself rather than from close or fsync (docs/design.md, "The writeback cache").
+    pub writeback_cache: bool,
     /// Generic flags passed on to the kernel's mount (nodev, nosuid, noexec, noatime...).
     pub flags: Vec<String>,
 }
@@ -101,6 +107,7 @@ impl Default for MountOptions {
             log: LogChoice::Auto,
             cache_bytes: uf2fs_engine::DEFAULT_CACHE_BYTES,
             threads: DEFAULT_THREADS,
+            writeback_cache: true,
             flags: Vec::new(),
         }
     }
@@ -229,6 +236,8 @@ impl MountOptions {
             }
             ("checkpoint_merge", None) => self.checkpoint_merge = true,
             ("nocheckpoint_merge", None) => self.checkpoint_merge = false,
+            ("writeback_cache", None) => self.writeback_cache = true,
+            ("nowriteback_cache", None) => self.writeback_cache = false,
             ("mode", Some(v)) => {
                 self.mode = match v {
                     "adaptive" => AllocMode::Adaptive,
@@ -268,6 +277,8 @@ impl MountOptions {
                 | "default_permissions"
                 | "checkpoint_merge"
                 | "nocheckpoint_merge"
+                | "writeback_cache"
+                | "nowriteback_cache"
                 | "inline_data"
                 | "noinline_data"
                 | "inline_dentry"

@@ -235,9 +235,7 @@ impl Nodes {
                 check_footer(&b, nid, blkaddr, expect)?;
                 if let Ok(mut c) = self.cache.lock() {
                     if self.epoch.load(std::sync::atomic::Ordering::Acquire) == epoch {
-                        if c.len() >= self.cache_cap {
-                            c.clear();
-                        }
+                        crate::cache::make_room(&mut c, self.cache_cap);
                         c.insert(nid, b.clone());
                     }
                 }

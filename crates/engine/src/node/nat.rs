@@ -93,9 +93,7 @@ impl Nat {
         }
         let addr = nat_block_addr(&self.layout, &inner.bitmap, index);
         let b = Arc::new(read_block(dev, addr, IoCause::Meta, "NAT block")?);
-        if inner.cache.len() >= self.cache_cap {
-            inner.cache.clear();
-        }
+        crate::cache::make_room(&mut inner.cache, self.cache_cap);
         inner.cache.insert(index, b.clone());
         Ok(b)
     }

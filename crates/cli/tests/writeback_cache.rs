@@ -1,0 +1,321 @@
+//! The kernel's writeback cache on a uf2fs mount (on by default): buffered writes gather in
+//! the kernel's page cache and reach the daemon in runs. Each thing the daemon must get right
+//! for that is checked here through the real mount: pages read back through a write-only
+//! handle, appends, sizes and times the kernel keeps between flushes, `uf2fs sync` reaching
+//! pages nobody flushed, the kernel's last flush of an unlinked file, a full volume, and the
+//! option that turns the cache off.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic,
+    reason = "test code: a panic is the failure report"
+)]
+
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use uf2fs_testkit::{assert_fsck_clean, run, scratch, Mount, Rng};
+
+fn bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_uf2fs"))
+}
+
+fn mkfs(img: &Path, size: &str) {
+    run(Command::new(bin())
+        .arg("mkfs")
+        .arg(img)
+        .arg("--size")
+        .arg(size));
+}
+
+fn status(mnt: &Path) -> serde_json::Value {
+    let st = run(Command::new(bin()).arg("status").arg("--json").arg(mnt));
+    serde_json::from_str(&st).unwrap()
+}
+
+/// The file as the image holds it, read by `uf2fs cat` with nothing mounted.
+fn cat(img: &Path, path: &str) -> Vec<u8> {
+    let out = Command::new(bin())
+        .arg("cat")
+        .arg(img)
+        .arg(path)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "uf2fs cat {path}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+}
+
+fn put(model: &mut Vec<u8>, off: usize, data: &[u8]) {
+    if model.len() < off + data.len() {
+        model.resize(off + data.len(), 0);
+    }
+    model[off..off + data.len()].copy_from_slice(data);
+}
+
+/// Small writes at scattered offsets, a partial-page overwrite through a write-only handle
+/// (the kernel must read the rest of that page, through that handle), and appends from two
+/// handles: the mount, and the image after unmounting, hold exactly the model's bytes; the
+/// size the kernel shows while pages are still dirty is the model's.
+#[test]
+fn buffered_writes_read_back_through_every_path() {
+    let dir = scratch("wb-every-path");
+    let img = dir.join("img");
+    mkfs(&img, "128M");
+    let mnt = dir.join("mnt");
+    let m = Mount::new(&bin(), &img, &mnt, &[]);
+    assert_eq!(
+        status(&mnt).pointer("/mount_options/writeback_cache"),
+        Some(&serde_json::Value::Bool(true)),
+        "the writeback cache is on by default"
+    );
+
+    let mut rng = Rng::new(41);
+    let mut model = Vec::new();
+    let f = mnt.join("scattered");
+    {
+        let mut h = std::fs::File::create(&f).unwrap();
+        for _ in 0..600 {
+            let off = rng.below(3 << 20) as usize;
+            let len = 1 + rng.below(9000) as usize;
+            let data = rng.bytes(len);
+            h.seek(SeekFrom::Start(off as u64)).unwrap();
+            h.write_all(&data).unwrap();
+            put(&mut model, off, &data);
+        }
+        // Still open, pages dirty in the kernel: the size it shows is the writes'.
+        assert_eq!(std::fs::metadata(&f).unwrap().len(), model.len() as u64);
+    }
+    // Written once and dropped from the kernel's cache, then a 100-byte overwrite in the
+    // middle of a page through a handle that cannot read.
+    run(Command::new("sh")
+        .arg("-c")
+        .arg("echo 3 > /proc/sys/vm/drop_caches"));
+    {
+        let mut h = std::fs::OpenOptions::new().write(true).open(&f).unwrap();
+        let data = rng.bytes(100);
+        h.seek(SeekFrom::Start(8192 + 1000)).unwrap();
+        h.write_all(&data).unwrap();
+        put(&mut model, 8192 + 1000, &data);
+    }
+    // Two appenders, interleaved.
+    let g = mnt.join("appended");
+    let mut gmodel = Vec::new();
+    {
+        let open = || {
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&g)
+                .unwrap()
+        };
+        let (mut a, mut b) = (open(), open());
+        for i in 0..200 {
+            let len = 1 + rng.below(5000) as usize;
+            let data = rng.bytes(len);
+            if i % 2 == 0 { &mut a } else { &mut b }
+                .write_all(&data)
+                .unwrap();
+            gmodel.extend_from_slice(&data);
+        }
+    }
+    assert!(
+        std::fs::read(&f).unwrap() == model,
+        "scattered, through the mount"
+    );
+    assert!(
+        std::fs::read(&g).unwrap() == gmodel,
+        "appended, through the mount"
+    );
+    m.umount();
+    assert!(cat(&img, "/scattered") == model, "scattered, in the image");
+    assert!(cat(&img, "/appended") == gmodel, "appended, in the image");
+    assert_fsck_clean(&img);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The kernel keeps a written file's times until it flushes them: what `stat` shows through
+/// the mount is what the image holds afterwards, and a time set explicitly after the writes
+/// is not overwritten by the flush.
+#[test]
+fn times_the_kernel_keeps_are_the_ones_the_image_gets() {
+    let dir = scratch("wb-times");
+    let img = dir.join("img");
+    mkfs(&img, "64M");
+    let mnt = dir.join("mnt");
+    let m = Mount::new(&bin(), &img, &mnt, &[]);
+    let (a, b) = (mnt.join("a"), mnt.join("b"));
+    {
+        let mut h = std::fs::File::create(&a).unwrap();
+        for _ in 0..50 {
+            h.write_all(&[7u8; 3000]).unwrap();
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+    }
+    let seen = std::fs::metadata(&a).unwrap();
+    {
+        let mut h = std::fs::File::create(&b).unwrap();
+        h.write_all(&[9u8; 70_000]).unwrap();
+        // Explicit times while the writes may still sit in the kernel.
+        run(Command::new("touch")
+            .arg("-m")
+            .arg("-d")
+            .arg("@1000000000.5")
+            .arg(&b));
+        h.write_all(&[]).unwrap();
+    }
+    m.umount();
+    let m = Mount::new(&bin(), &img, &mnt, &[]);
+    let after = std::fs::metadata(&a).unwrap();
+    assert_eq!(
+        (after.mtime(), after.mtime_nsec(), after.len()),
+        (seen.mtime(), seen.mtime_nsec(), seen.len()),
+        "a's mtime and size after a remount"
+    );
+    let bm = std::fs::metadata(&b).unwrap();
+    assert_eq!(
+        (bm.mtime(), bm.mtime_nsec()),
+        (1_000_000_000, 500_000_000),
+        "b's explicit mtime"
+    );
+    m.umount();
+    assert_fsck_clean(&img);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `uf2fs sync` first has the kernel write back what it holds for the mount: writes to a file
+/// still open, never flushed nor fsync'd, survive a SIGKILL of the daemon right after it.
+/// And a file written, closed and unlinked (the kernel flushes its times after the daemon
+/// freed it) leaves no error behind for the next sync.
+#[test]
+fn uf2fs_sync_reaches_pages_nobody_flushed() {
+    let dir = scratch("wb-sync");
+    let img = dir.join("img");
+    mkfs(&img, "128M");
+    let mnt = dir.join("mnt");
+    let m = Mount::new(&bin(), &img, &mnt, &["cp_interval=0"]);
+    let gone = mnt.join("gone");
+    std::fs::write(&gone, vec![1u8; 1 << 20]).unwrap();
+    std::fs::remove_file(&gone).unwrap();
+    // The writer is a shell whose standard output is the file: it writes with a builtin and
+    // starts nothing that inherits the descriptor, because every close of a copy of it (a
+    // redirection's dup, a child's exit, this process's own copy) makes the kernel write the
+    // file back. It waits for a line on stdin until this process has let go of its copy.
+    // Small enough that the kernel keeps it until asked.
+    let mut rng = Rng::new(5);
+    let data: Vec<u8> = (0..20_000).map(|_| b'a' + rng.below(26) as u8).collect();
+    let open = mnt.join("open");
+    let mut writer = Command::new("sh")
+        .arg("-c")
+        .arg(r#"read go; printf '%s' "$1"; exec sleep 600"#)
+        .arg("sh")
+        .arg(std::str::from_utf8(&data).unwrap())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::fs::File::create(&open).unwrap())
+        .spawn()
+        .unwrap();
+    writer.stdin.take().unwrap().write_all(b"go\n").unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while std::fs::metadata(&open).unwrap().len() < data.len() as u64 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the writer did not write"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let before = status(&mnt)["io"]["written_blocks"]["data"]
+        .as_u64()
+        .unwrap();
+    run(Command::new(bin()).arg("sync").arg(&mnt));
+    let after = status(&mnt)["io"]["written_blocks"]["data"]
+        .as_u64()
+        .unwrap();
+    m.umount_with(|d, pid| {
+        run(Command::new("kill").args(["-KILL", &pid.to_string()]));
+        let _ = Command::new("fusermount3").arg("-uz").arg(d).status();
+    });
+    let _ = writer.kill();
+    let _ = writer.wait();
+    // Nothing reached the daemon before the sync asked for it (else this test proves
+    // nothing about the sync).
+    assert!(
+        after > before,
+        "data blocks written: {before} before the sync, {after} after"
+    );
+    assert!(
+        cat(&img, "/open") == data,
+        "the open file's bytes after SIGKILL"
+    );
+    assert_fsck_clean(&img);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A buffered writer that fills the volume learns it at the latest from fsync (the pages
+/// were accepted into the kernel's cache first): ENOSPC, never success; the image stays
+/// clean, and once the file is gone the space is usable again.
+#[test]
+fn a_full_volume_fails_the_fsync_with_enospc() {
+    let dir = scratch("wb-full");
+    let img = dir.join("img");
+    mkfs(&img, "64M");
+    let mnt = dir.join("mnt");
+    let m = Mount::new(&bin(), &img, &mnt, &[]);
+    let f = mnt.join("big");
+    let outcome = (|| -> std::io::Result<()> {
+        let mut h = std::fs::File::create(&f)?;
+        let chunk = vec![0x5au8; 1 << 20];
+        for _ in 0..100 {
+            h.write_all(&chunk)?;
+        }
+        h.sync_all()
+    })();
+    let err = outcome.expect_err("100 MiB fit in a 64 MiB volume");
+    assert_eq!(err.raw_os_error(), Some(libc_enospc()), "{err}");
+    std::fs::remove_file(&f).unwrap();
+    std::fs::write(mnt.join("small"), vec![3u8; 1 << 20]).unwrap();
+    let mut back = Vec::new();
+    std::fs::File::open(mnt.join("small"))
+        .unwrap()
+        .read_to_end(&mut back)
+        .unwrap();
+    assert_eq!(back, vec![3u8; 1 << 20]);
+    m.umount();
+    assert_fsck_clean(&img);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn libc_enospc() -> i32 {
+    28
+}
+
+/// `-o nowriteback_cache` turns the cache off (each write(2) a request, as before): shown
+/// in the status, and the bytes are the same.
+#[test]
+fn the_cache_can_be_turned_off() {
+    let dir = scratch("wb-off");
+    let img = dir.join("img");
+    mkfs(&img, "64M");
+    let mnt = dir.join("mnt");
+    let m = Mount::new(&bin(), &img, &mnt, &["nowriteback_cache"]);
+    assert_eq!(
+        status(&mnt).pointer("/mount_options/writeback_cache"),
+        Some(&serde_json::Value::Bool(false))
+    );
+    let data = Rng::new(9).bytes(300_000);
+    {
+        let mut h = std::fs::File::create(mnt.join("f")).unwrap();
+        for c in data.chunks(1000) {
+            h.write_all(c).unwrap();
+        }
+    }
+    m.umount();
+    assert!(cat(&img, "/f") == data);
+    assert_fsck_clean(&img);
+    let _ = std::fs::remove_dir_all(&dir);
+}
