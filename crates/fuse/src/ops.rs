@@ -823,15 +823,27 @@ impl Filesystem for Volume {
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
-        let mut buf = vec![0u8; size.min(MAX_IO * 16) as usize];
-        let nid = self.nid(ino);
-        match self.fs.read(nid, offset, &mut buf) {
-            Ok(n) => {
-                reply.data(buf.get(..n).unwrap_or(&[]));
-                self.accessed(nid);
-            }
-            Err(e) => reply.error(errno(e)),
+        // Each request thread keeps one buffer: a fresh zeroed MiB per READ cost an
+        // allocation and a memset of the whole request before the device read overwrote it.
+        // `Fs::read` writes every byte it reports (data, or zeros for holes).
+        thread_local! {
+            static BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
         }
+        let want = size.min(MAX_IO * 16) as usize;
+        let nid = self.nid(ino);
+        BUF.with_borrow_mut(|buf| {
+            if buf.len() < want {
+                buf.resize(want, 0);
+            }
+            let buf = buf.get_mut(..want).unwrap_or(&mut []);
+            match self.fs.read(nid, offset, buf) {
+                Ok(n) => {
+                    reply.data(buf.get(..n).unwrap_or(&[]));
+                    self.accessed(nid);
+                }
+                Err(e) => reply.error(errno(e)),
+            }
+        });
     }
 
     fn write(
