@@ -600,8 +600,18 @@ impl Filesystem for Volume {
             };
             let perm = mode.map(|m| (m & 0o7777) as u16);
             if perm.is_some() || owner.is_some() || atime.is_some() || mtime.is_some() {
+                // A change time comes only from a kernel that keeps a regular file's times
+                // (the writeback cache): it is the one it showed, so it is the one kept.
+                let ctime = ctime.map(|t| from_time(TimeOrNow::SpecificTime(t)));
                 self.fs
-                    .set_attr(nid, perm, owner, atime.map(from_time), mtime.map(from_time))
+                    .set_attr_at(
+                        nid,
+                        perm,
+                        owner,
+                        atime.map(from_time),
+                        mtime.map(from_time),
+                        ctime,
+                    )
                     .map_err(errno)?;
             }
             if let Some(m) = mode {

@@ -350,6 +350,21 @@ impl Fs {
         atime: Option<(i64, u32)>,
         mtime: Option<(i64, u32)>,
     ) -> Result<()> {
+        self.set_attr_at(ino, perm, owner, atime, mtime, None)
+    }
+
+    /// [`Fs::set_attr`], with the change time given instead of taken from the clock: a FUSE
+    /// kernel with the writeback cache keeps a file's times while it writes pages, and hands
+    /// over the change time it stamped (so that a remount shows what `stat` showed).
+    pub fn set_attr_at(
+        &self,
+        ino: u32,
+        perm: Option<u16>,
+        owner: Option<(u32, u32)>,
+        atime: Option<(i64, u32)>,
+        mtime: Option<(i64, u32)>,
+        ctime: Option<(i64, u32)>,
+    ) -> Result<()> {
         self.changing(0, |_| {
             self.live(ino)?;
             let mut e = self.edit(ino)?;
@@ -369,6 +384,10 @@ impl Fs {
             if let Some((s, ns)) = mtime {
                 e.set_u64(48, s as u64);
                 e.set_u32(64, ns);
+            }
+            if let Some((s, ns)) = ctime {
+                e.set_u64(40, s as u64);
+                e.set_u32(60, ns);
             }
             self.commit(e)
         })
