@@ -496,13 +496,19 @@ impl Filesystem for Volume {
         // POSIX_ACL: the kernel enforces ACLs and caches them, and leaves to us what the
         // acl module does; DONT_MASK: the umask comes to us unapplied, since a default ACL
         // replaces it; EXPORT_SUPPORT: file handles (NFS export, open_by_handle_at) outlive
-        // the kernel's inode cache, through lookups of "." and "..". Each only if offered.
+        // the kernel's inode cache, through lookups of "." and "..". PARALLEL_DIROPS: lookups
+        // and readdirs of one directory may run at once (the engine reads without the write
+        // lock; changes still come one per directory from the kernel). CACHE_SYMLINKS: a
+        // symlink's target stays in the kernel's cache (a target never changes; only this
+        // daemon writes the volume). Each only if offered.
         for flag in [
             InitFlags::FUSE_POSIX_ACL,
             InitFlags::FUSE_DONT_MASK,
             InitFlags::FUSE_EXPORT_SUPPORT,
             InitFlags::FUSE_DO_READDIRPLUS,
             InitFlags::FUSE_READDIRPLUS_AUTO,
+            InitFlags::FUSE_PARALLEL_DIROPS,
+            InitFlags::FUSE_CACHE_SYMLINKS,
         ] {
             if config.add_capabilities(flag).is_err() {
                 tracing::info!("the kernel does not offer {flag:?}");
