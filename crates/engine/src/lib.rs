@@ -35,6 +35,7 @@ pub use mkfs::{mkfs, parse_features, MkfsOptions, MKFS_FEATURES};
 pub use mount::{MountInfo, VolumeInfo};
 pub use ns::fallocate::{FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE, FALLOC_FL_ZERO_RANGE};
 pub use ns::rename::{RENAME_EXCHANGE, RENAME_NOREPLACE};
+pub use ns::edit::now as wall_clock;
 pub use ns::write::{fs_flags, NewInode};
 pub use ns::xattr_write::{XATTR_CREATE, XATTR_REPLACE};
 pub use space::sit::SegmentUsage;

@@ -418,7 +418,11 @@ fn to_time(t: Time) -> SystemTime {
 fn from_time(t: TimeOrNow) -> (i64, u32) {
     let t = match t {
         TimeOrNow::SpecificTime(t) => t,
-        TimeOrNow::Now => SystemTime::now(),
+        // The clock the engine and the kernel stamp with (the coarse real-time clock).
+        TimeOrNow::Now => {
+            let (secs, ns) = uf2fs_engine::wall_clock();
+            return (secs as i64, ns);
+        }
     };
     match t.duration_since(UNIX_EPOCH) {
         Ok(d) => (d.as_secs() as i64, d.subsec_nanos()),

@@ -50,7 +50,19 @@ impl Fs {
     }
 }
 
-pub(crate) fn now() -> (u64, u32) {
+/// The wall clock as the kernel stamps inodes: its coarse real-time clock (advanced at each
+/// timer tick, a few milliseconds), which Linux's `current_time()` reads for F2FS and for
+/// every FUSE inode whose times the kernel keeps (the writeback cache). Reading the fine clock
+/// here mixed two clocks in one file system: a file the daemon created could show a later
+/// change time than one the kernel stamped after it (fstests generic/423 caught it).
+pub fn now() -> (u64, u32) {
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    {
+        let t = rustix::time::clock_gettime(rustix::time::ClockId::RealtimeCoarse);
+        if let (Ok(s), Ok(ns)) = (u64::try_from(t.tv_sec), u32::try_from(t.tv_nsec)) {
+            return (s, ns);
+        }
+    }
     let d = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .unwrap_or_default();
