@@ -37,6 +37,14 @@ enum KillSetId {
     UnlessCallerHoldsFsetid,
 }
 
+/// The access-mode bits of open flags, and write-only among them.
+fn libc_accmode() -> i32 {
+    rustix::fs::OFlags::ACCMODE.bits() as i32
+}
+fn libc_wronly() -> i32 {
+    rustix::fs::OFlags::WRONLY.bits() as i32
+}
+
 /// The xattr of a file capability, removed when the file changes (see `strip_privileges`).
 const CAPABILITY: &[u8] = b"security.capability";
 
@@ -826,6 +834,13 @@ impl Filesystem for Volume {
         // copy_file_range drop what they change); the cleaner moves blocks without changing
         // bytes. So an unchanged file keeps its cached pages across opens.
         let sync = self.note_sync_open(nid, flags.0);
+        // Reads served from the kernel's page cache (kept across opens, and filled by the
+        // writeback cache's writes) never reach the daemon, and the kernel leaves a FUSE
+        // file's access time to it: an open for reading counts as the access, under the
+        // same atime rules as a READ.
+        if flags.0 & libc_accmode() != libc_wronly() {
+            self.accessed(nid);
+        }
         reply.opened(
             FileHandle(if held { HELD } else { 0 } | sync),
             FopenFlags::FOPEN_KEEP_CACHE,
