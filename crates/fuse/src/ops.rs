@@ -375,7 +375,7 @@ impl Volume {
 
     /// A read of `nid`: its access time moves as the atime policy says (the kernel's rules;
     /// the change goes out with the next checkpoint, like any inode change).
-    fn accessed(&self, nid: u32) {
+    fn accessed(&self, ino: INodeNo, nid: u32) {
         if !self.fs.is_writable() || self.opts.atime == Atime::Noatime {
             return;
         }
@@ -391,8 +391,17 @@ impl Volume {
             }
         };
         if due {
-            if let Err(e) = self.fs.set_atime(nid, now) {
-                tracing::debug!("atime of {nid}: {e}");
+            match self.fs.set_atime(nid, now) {
+                // The kernel may hold the old attributes for their lifetime; a `stat` right
+                // after the read must show the new time (attributes only: no page is touched).
+                Ok(()) => {
+                    if let Some(n) = self.notifier.get() {
+                        if let Err(e) = n.inval_inode(ino, -1, 0) {
+                            tracing::debug!("invalidating the attributes of {nid}: {e}");
+                        }
+                    }
+                }
+                Err(e) => tracing::debug!("atime of {nid}: {e}"),
             }
         }
     }
@@ -839,7 +848,7 @@ impl Filesystem for Volume {
         // file's access time to it: an open for reading counts as the access, under the
         // same atime rules as a READ.
         if flags.0 & libc_accmode() != libc_wronly() {
-            self.accessed(nid);
+            self.accessed(ino, nid);
         }
         reply.opened(
             FileHandle(if held { HELD } else { 0 } | sync),
@@ -874,7 +883,7 @@ impl Filesystem for Volume {
             match self.fs.read(nid, offset, buf) {
                 Ok(n) => {
                     reply.data(buf.get(..n).unwrap_or(&[]));
-                    self.accessed(nid);
+                    self.accessed(ino, nid);
                 }
                 Err(e) => reply.error(errno(e)),
             }
