@@ -126,6 +126,10 @@ pub struct Options {
     /// 0: victims come from the exact index. N: from a window over the next N candidate
     /// sections, as the kernel searches (`max_victim_search`), for comparing the two.
     pub gc_window: u32,
+    /// Sections a change short of space cleans beyond its need before the checkpoint that
+    /// frees them (`gc_batch`): more amortise that checkpoint's node writes over more
+    /// sections (lower write amplification), fewer keep each wait shorter.
+    pub gc_batch: u32,
     /// Whether the daemon cleans ahead of need (`background_gc`).
     pub background_gc: BackgroundGc,
     /// The most memory the clean caches (node and NAT blocks, parsed inodes) take, in bytes
@@ -208,6 +212,7 @@ impl Default for Options {
             gc_policy: crate::space::Policy::CostBenefit,
             gc_node_penalty: true,
             gc_window: 0,
+            gc_batch: crate::gc::DEFAULT_GC_BATCH,
             background_gc: BackgroundGc::On,
             cache_bytes: crate::cache::DEFAULT_CACHE_BYTES,
             fixed_time: None,

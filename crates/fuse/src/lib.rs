@@ -105,6 +105,7 @@ pub fn serve(
         gc_policy: opts.gc_policy,
         gc_node_penalty: opts.gc_node_penalty,
         gc_window: opts.gc_window,
+        gc_batch: opts.gc_batch,
         background_gc: opts.background_gc,
         cache_bytes: opts.cache_bytes,
         fixed_time: None,

@@ -56,6 +56,9 @@ pub struct MountOptions {
     /// Victims found by a window over this many candidate sections instead of the exact
     /// index (`gc_window=N`, 0 = exact; to compare with the kernel's windowed search).
     pub gc_window: u32,
+    /// Sections a change short of space cleans beyond its need before one checkpoint frees
+    /// them all (`gc_batch=N`, 1 to 64; default 8): fewer shorten each wait for space.
+    pub gc_batch: u32,
     pub checkpoint_merge: bool,
     pub mode: AllocMode,
     /// Which rewrites go in place in adaptive mode (`ipu=fsync|force|off`).
@@ -95,6 +98,7 @@ impl Default for MountOptions {
             gc_policy: GcPolicy::CostBenefit,
             gc_node_penalty: true,
             gc_window: 0,
+            gc_batch: uf2fs_engine::DEFAULT_GC_BATCH,
             checkpoint_merge: true,
             mode: AllocMode::Adaptive,
             ipu: IpuPolicy::Fsync,
@@ -222,6 +226,12 @@ impl MountOptions {
                     _ => return bad_value(v, "seconds from 0 (never) to 86400"),
                 }
             }
+            ("gc_batch", Some(v)) => {
+                self.gc_batch = match v.parse::<u32>() {
+                    Ok(n) if (1..=64).contains(&n) => n,
+                    _ => return bad_value(v, "a number of sections from 1 to 64"),
+                }
+            }
             ("gc_window", Some(v)) => {
                 self.gc_window = match v.parse::<u32>() {
                     Ok(n) => n,
@@ -288,7 +298,7 @@ impl MountOptions {
             ) => return Err(format!("mount option {key} takes no value")),
             (
                 "background_gc" | "mode" | "fsync_mode" | "gc_policy" | "gc_node_penalty" | "log"
-                | "cache_size" | "threads" | "gc_window" | "ipu" | "cp_interval",
+                | "cache_size" | "threads" | "gc_window" | "gc_batch" | "ipu" | "cp_interval",
                 None,
             ) => return Err(format!("mount option {key} needs a value ({key}=...)")),
             _ => return Err(format!("unknown mount option '{opt}'")),

@@ -83,9 +83,10 @@ fn clean_budget(writable: u64, dirty: u64, bps: u64) -> u64 {
 }
 
 /// Sections a change short of space cleans beyond its need before it writes the checkpoint
-/// that frees them: one checkpoint (and one rewrite of the direct nodes the moves touched)
-/// serves that many sections.
-const FOREGROUND_BATCH: u64 = 2;
+/// that frees them (`Options::gc_batch`): one checkpoint (and one rewrite of the direct nodes
+/// the moves touched) serves that many sections. 8 wins seed 000's jobs (docs/design.md,
+/// "The foreground batch"); beyond it the cleaning budget, not the batch, ends a round.
+pub const DEFAULT_GC_BATCH: u32 = 8;
 
 impl Fs {
     /// Makes room for a change of `blocks` new blocks, under the write lock: free segments
@@ -140,8 +141,8 @@ impl Fs {
             // checkpoint after it writes (`clean_one` counts both for the victim it picks).
             let budget = clean_budget(writable, dirty, bps);
             let room_to_clean = budget > 0;
-            let enough =
-                after_checkpoint >= from_free(usable + held) + reserve + FOREGROUND_BATCH * bps;
+            let enough = after_checkpoint
+                >= from_free(usable + held) + reserve + u64::from(v.options.gc_batch) * bps;
             // Clean while the checkpoint after would not yet give enough back (one checkpoint,
             // and one rewrite of the nodes the moves dirtied, for several sections).
             if !enough && room_to_clean {
