@@ -88,6 +88,10 @@ fn clean_budget(writable: u64, dirty: u64, bps: u64) -> u64 {
 /// "The foreground batch"); beyond it the cleaning budget, not the batch, ends a round.
 pub const DEFAULT_GC_BATCH: u32 = 8;
 
+/// The batch while data fills holes instead (`mode=adaptive` short of free sections): the
+/// holes serve the rewrites, so cleaning ahead of them only moves blocks for nothing.
+const SLACK_BATCH: u64 = 2;
+
 impl Fs {
     /// Makes room for a change of `blocks` new blocks, under the write lock: free segments
     /// for them, for every dirty node (the next checkpoint writes them) and for the reserve.
@@ -141,8 +145,15 @@ impl Fs {
             // checkpoint after it writes (`clean_one` counts both for the victim it picks).
             let budget = clean_budget(writable, dirty, bps);
             let room_to_clean = budget > 0;
-            let enough = after_checkpoint
-                >= from_free(usable + held) + reserve + u64::from(v.options.gc_batch) * bps;
+            // Where holes take the rewrites (adaptive mode, free sections short), cleaning
+            // ahead would move what the holes make unnecessary: the small batch.
+            let batch_sections = if slack.is_some() {
+                SLACK_BATCH
+            } else {
+                u64::from(v.options.gc_batch)
+            };
+            let enough =
+                after_checkpoint >= from_free(usable + held) + reserve + batch_sections * bps;
             // Clean while the checkpoint after would not yet give enough back (one checkpoint,
             // and one rewrite of the nodes the moves dirtied, for several sections).
             if !enough && room_to_clean {
