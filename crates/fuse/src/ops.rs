@@ -914,7 +914,11 @@ impl Filesystem for Volume {
         } else {
             flags.0 & dsync != 0
         };
-        let written = if synced {
+        // A write from the page cache leaves the times to the kernel, which stamped them at
+        // write(2) and sends them itself (see docs/design.md, "The writeback cache").
+        let written = if cached {
+            self.fs.write_cached(nid, offset, data, synced)
+        } else if synced {
             self.fs.write_synced(nid, offset, data)
         } else {
             self.fs.write(nid, offset, data)

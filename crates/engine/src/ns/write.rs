@@ -933,7 +933,17 @@ impl Fs {
 
     /// Writes `data` at byte `offset` of regular file (or new symlink) `ino`.
     pub fn write(&self, ino: u32, offset: u64, data: &[u8]) -> Result<usize> {
-        self.write_how(ino, offset, data, false)
+        self.write_how(ino, offset, data, false, true)
+    }
+
+    /// Writes as [`Fs::write`] (or [`Fs::write_synced`] when `synced`) does, leaving the
+    /// inode's modification and change times as they are: for a caller whose own cache keeps
+    /// them and hands them over itself (a FUSE kernel with the writeback cache sends the
+    /// times it stamped at write(2) in a setattr of its own, and may send the pages after
+    /// it; stamping the daemon's clock here made an fsync'd file's mtime differ from the one
+    /// `stat` had shown).
+    pub fn write_cached(&self, ino: u32, offset: u64, data: &[u8], synced: bool) -> Result<usize> {
+        self.write_how(ino, offset, data, synced, false)
     }
 
     /// Writes as [`Fs::write`] does, for a caller that makes the write durable at once (a
@@ -943,10 +953,17 @@ impl Fs {
     /// changes, and nothing for the cleaner. A crash during such a write can leave its blocks
     /// part old, part new.
     pub fn write_synced(&self, ino: u32, offset: u64, data: &[u8]) -> Result<usize> {
-        self.write_how(ino, offset, data, true)
+        self.write_how(ino, offset, data, true, true)
     }
 
-    fn write_how(&self, ino: u32, offset: u64, data: &[u8], synced: bool) -> Result<usize> {
+    fn write_how(
+        &self,
+        ino: u32,
+        offset: u64,
+        data: &[u8],
+        synced: bool,
+        stamp: bool,
+    ) -> Result<usize> {
         let in_place = self.in_place_rule(synced, (data.len() as u64).div_ceil(BLOCK_SIZE as u64));
         self.changing(
             (data.len() as u64).div_ceil(BLOCK_SIZE as u64) * 2 + 8,
@@ -979,7 +996,9 @@ impl Fs {
                         if e.size() < end {
                             e.set_size(end);
                         }
-                        e.touch(true);
+                        if stamp {
+                            e.touch(true);
+                        }
                         self.commit(e)?;
                         return Ok(data.len());
                     }
@@ -1036,7 +1055,9 @@ impl Fs {
                 if e.size() < end {
                     e.set_size(end);
                 }
-                e.touch(true);
+                if stamp {
+                    e.touch(true);
+                }
                 self.commit(e)?;
                 self.maybe_checkpoint(ws)?;
                 Ok(data.len())
