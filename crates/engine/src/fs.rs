@@ -1,7 +1,6 @@
 //! `Fs`: the engine's API. Inode numbers are F2FS nids. Every method takes `&self`: caches sit
 //! behind their own locks and device reads are positional, so readers run concurrently.
 
-use crate::durability::checkpoint::write_checkpoint;
 use crate::durability::state::{CheckpointState, FsyncState};
 use crate::error::{Error, Result};
 use crate::mount::{mount, read_block, MountInfo, VolumeInfo};
@@ -247,6 +246,7 @@ impl Fs {
             change_seq: std::sync::atomic::AtomicU64::new(0),
             last_change: Mutex::new(HashMap::new()),
             recovery: None,
+            quota: None,
             inflight: Default::default(),
             gc_urgent: Default::default(),
             cur_summaries: m
@@ -258,6 +258,10 @@ impl Fs {
         };
         let mut fs = Fs { vol };
         fs.vol.notes.append(&mut notes);
+        if writable {
+            // Before orphans are freed and the chain replayed: both change what is charged.
+            fs.vol.quota = crate::ns::quota::QuotaBook::load(&fs)?;
+        }
         if !orphans.is_empty() {
             // Files unlinked while open when the last checkpoint was written: free them now,
             // as Linux does at mount (before the chain is replayed, as Linux does too).
@@ -296,7 +300,7 @@ impl Fs {
         if writable && (replay || !orphans.is_empty()) {
             let mut ws = fs.ws()?;
             ws.cp.requests += 1;
-            write_checkpoint(&fs.vol, &mut ws, false)?;
+            fs.checkpoint_now(&mut ws, false)?;
         }
         fs.apply_alloc_mode();
         if !writable {
@@ -391,7 +395,7 @@ impl Fs {
     pub fn final_checkpoint(&self) -> Result<()> {
         let mut ws = self.ws()?;
         ws.cp.requests += 1;
-        write_checkpoint(&self.vol, &mut ws, true)
+        self.checkpoint_now(&mut ws, true)
     }
 
     /// Writes the final checkpoint and closes the volume; returns the device's I/O counters.

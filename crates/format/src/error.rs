@@ -132,6 +132,8 @@ pub enum CorruptKind {
     },
     #[error("block {blkaddr}: {why}")]
     Block { blkaddr: u64, why: &'static str },
+    #[error("quota file (inode {ino}): {why}")]
+    QuotaFile { ino: u32, why: String },
     #[error("roll-forward chain, block {blkaddr}: {why}")]
     Recovery { blkaddr: u32, why: &'static str },
 }

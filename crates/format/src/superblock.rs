@@ -38,14 +38,16 @@ pub mod feature {
     /// Every bit Linux 6.1 knows.
     pub const KNOWN: u32 = 0x7FFF;
     /// Features whose images uf2fs can write: the others change on-disk rules it does not
-    /// keep yet (quota files, encryption, compression, verity, zones, ro).
+    /// keep yet (encryption, compression, verity, zones, ro).
     pub const KNOWN_WRITABLE: u32 = EXTRA_ATTR
         | INODE_CHKSUM
         | FLEXIBLE_INLINE_XATTR
         | INODE_CRTIME
         | LOST_FOUND
         | SB_CHKSUM
-        | CASEFOLD;
+        | CASEFOLD
+        | QUOTA_INO
+        | PRJQUOTA;
 
     /// Names as mkfs.f2fs's `-O` spells them, in bit order.
     pub const NAMES: [(u32, &str); 15] = [

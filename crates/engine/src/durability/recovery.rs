@@ -336,6 +336,7 @@ impl Fs {
             inode: reparse(self, ino, &mut b)?,
             block: b,
             now: self.clock(),
+            was: None,
         })
     }
 
