@@ -45,7 +45,7 @@ enum Cmd {
         label: String,
         /// Comma-separated, as mkfs.f2fs -O: extra_attr, inode_checksum, flexible_inline_xattr,
         /// inode_crtime, lost_found, sb_checksum, encrypt, verity, compression, casefold
-        /// (utf8); quota, project_quota and ro are refused, naming why.
+        /// (utf8), quota, project_quota (with their quota files); ro is refused, naming why.
         #[arg(long, short = 'O', default_value = "")]
         features: String,
         /// Overwrite an image or device that holds data.

@@ -17,7 +17,7 @@ use uf2fs_format::checkpoint::{
 use uf2fs_format::crc::{f2fs_crc32, F2FS_SUPER_MAGIC};
 use uf2fs_format::geometry::{plan, Geometry, GeometryOptions};
 use uf2fs_format::hash::dentry_hash;
-use uf2fs_format::inode::{checksum_seed, compute_checksum, inline_flags, I_ADDR_OFFSET};
+use uf2fs_format::inode::{checksum_seed, compute_checksum, iflags, inline_flags, I_ADDR_OFFSET};
 use uf2fs_format::nat::RawNatEntry;
 use uf2fs_format::node::FOOTER_OFFSET;
 use uf2fs_format::summary::{JOURNAL_SIZE, SUM_TYPE_NODE};
@@ -37,13 +37,13 @@ pub const MKFS_FEATURES: u32 = feature::EXTRA_ATTR
     | feature::ENCRYPT
     | feature::VERITY
     | feature::COMPRESSION
-    | feature::CASEFOLD;
+    | feature::CASEFOLD
+    | feature::QUOTA_INO
+    | feature::PRJQUOTA;
 
 /// Why a name mkfs.f2fs 1.15 accepts is refused (those it does not accept are unknown).
 fn not_made(name: &str) -> Option<&'static str> {
     Some(match name {
-        "quota" => "quota needs the user and group quota files mkfs.f2fs writes (quota inodes in the superblock), which uf2fs mkfs cannot make yet",
-        "project_quota" => "project_quota turns on quota in mkfs.f2fs (user, group and project quota files), which uf2fs mkfs cannot make yet",
         "ro" => "ro is mkfs.f2fs's read-only layout (no overprovision, one log per type), which uf2fs mkfs does not write yet",
         _ => return None,
     })
@@ -253,6 +253,81 @@ fn dir_inode(
     b
 }
 
+/// The quota files mkfs makes, by type (0 user, 1 group, 2 project): `quota` asks for the
+/// user and group files, `project_quota` for the project file (as mkfs.f2fs 1.15 does).
+fn quota_kinds(features: u32) -> Vec<usize> {
+    let mut kinds = Vec::new();
+    if features & feature::QUOTA_INO != 0 {
+        kinds.extend([0, 1]);
+    }
+    if features & feature::PRJQUOTA != 0 {
+        kinds.push(2);
+    }
+    kinds
+}
+
+/// A quota file's inode as mkfs.f2fs writes it: a regular file of 6 KiB (two data blocks from
+/// `data`), owned like the root, immutable.
+fn quota_inode(
+    o: &MkfsOptions,
+    nid: u32,
+    data: u32,
+    next_blkaddr: u32,
+    time: u64,
+    seed: u32,
+) -> Block {
+    let mut b = dir_inode(o, nid, 0o100600, 1, 0, b"", data, next_blkaddr, time, seed);
+    put(&mut b, 16, &6144u64.to_le_bytes());
+    put(&mut b, 24, &3u64.to_le_bytes());
+    put(&mut b, 72, &0u32.to_le_bytes()); // i_current_depth: not a directory
+    put(&mut b, 80, &iflags::IMMUTABLE.to_le_bytes()); // mkfs.f2fs 1.15: immutable only
+    let extra_words = if o.features & feature::EXTRA_ATTR != 0 {
+        usize::from(extra_isize(o.features) / 4)
+    } else {
+        0
+    };
+    put(
+        &mut b,
+        I_ADDR_OFFSET + 4 * (extra_words + 1),
+        &(data + 1).to_le_bytes(),
+    );
+    if o.features & feature::INODE_CHKSUM != 0 {
+        put(&mut b, I_ADDR_OFFSET + 8, &0u32.to_le_bytes());
+        let crc = compute_checksum(seed, &b);
+        put(&mut b, I_ADDR_OFFSET + 8, &crc.to_le_bytes());
+    }
+    b
+}
+
+/// A new quota file of type `kind` as mkfs.f2fs writes it: six quota blocks (header and info
+/// with a week's grace, the tree path of id 0 through blocks 1 to 4, data block 5) whose one
+/// entry charges `id` (the root's) with `dirs` inodes and a dentry block each.
+fn default_quota_file(kind: usize, id: u32, dirs: u32) -> Vec<u8> {
+    use uf2fs_format::quota::{RawDataHeader, RawDquot, RawQuotaHeader, MAGICS, QBLOCK, VERSION};
+    const WEEK: u32 = 7 * 24 * 60 * 60;
+    let mut f = vec![0u8; 2 * BLOCK_SIZE];
+    let mut h = RawQuotaHeader::new_zeroed();
+    h.magic.set(MAGICS.get(kind).copied().unwrap_or(0));
+    h.version.set(VERSION);
+    h.block_grace.set(WEEK);
+    h.inode_grace.set(WEEK);
+    h.blocks.set(6);
+    h.free_entry.set(5);
+    put(&mut f, 0, h.as_bytes());
+    for level in 1..5u32 {
+        put(&mut f, level as usize * QBLOCK, &(level + 1).to_le_bytes());
+    }
+    let mut dh = RawDataHeader::new_zeroed();
+    dh.entries.set(1);
+    put(&mut f, 5 * QBLOCK, dh.as_bytes());
+    let mut d = RawDquot::new_zeroed();
+    d.id.set(id);
+    d.inodes.set(u64::from(dirs));
+    d.space.set(u64::from(dirs) * BLOCK_SIZE as u64);
+    put(&mut f, 5 * QBLOCK + 16, d.as_bytes());
+    f
+}
+
 /// A dentry block with '.', '..' and the given entries (name, ino), each a directory.
 fn dentry_block(me: u32, parent: u32, entries: &[(&[u8], u32)]) -> Block {
     let mut b = [0u8; BLOCK_SIZE];
@@ -348,8 +423,13 @@ pub fn mkfs(dev: &dyn BlockDevice, o: &MkfsOptions) -> Result<Geometry> {
     let seg_addr = |segno: u32| main + u64::from(segno) * seg;
     let [hot_data, warm_data, cold_data, hot_node, warm_node, cold_node] = g.cursegs;
     let lpf = features & feature::LOST_FOUND != 0;
-    let lpf_nid = 4u32;
     let n_lpf = u32::from(lpf);
+    // Quota files (user and group; project too with project_quota): nids after the root,
+    // before lost+found; each an inode in the hot node log and two data blocks.
+    let quota_kinds = quota_kinds(features);
+    let nq = quota_kinds.len() as u32;
+    let quota_nid = |i: u32| 4 + i;
+    let lpf_nid = 4 + nq;
 
     // 1. No old superblock survives an interrupted mkfs.
     w.zero(0, 2)?;
@@ -388,7 +468,26 @@ pub fn mkfs(dev: &dyn BlockDevice, o: &MkfsOptions) -> Result<Geometry> {
         &dentry_block(3, 3, &root_entries),
         IoCause::UserData,
     )?;
+    for (i, &kind) in quota_kinds.iter().enumerate() {
+        let i = i as u32;
+        let node = root_addr + 1 + i;
+        let data = root_data + 1 + 2 * i;
+        // mkfs.f2fs 1.15 gives the footer's next block as if every type before this one
+        // had its file (the project file alone says root + 4): kept for equal bytes; it is
+        // only a hint, outside any roll-forward chain.
+        let next = root_addr + 2 + kind as u32;
+        let inode = quota_inode(o, quota_nid(i), data, next, time, seed);
+        w.block(u64::from(node), &inode, IoCause::Node)?;
+        let ids = [o.root_uid, o.root_gid, 0];
+        let file = default_quota_file(kind, ids.get(kind).copied().unwrap_or(0), 1 + n_lpf);
+        for (k, half) in file.chunks(BLOCK_SIZE).enumerate() {
+            let mut b = [0u8; BLOCK_SIZE];
+            put(&mut b, 0, half);
+            w.block(u64::from(data) + k as u64, &b, IoCause::UserData)?;
+        }
+    }
     if lpf {
+        let (node, data) = (root_addr + 1 + nq, root_data + 1 + 2 * nq);
         let lpf_inode = dir_inode(
             o,
             lpf_nid,
@@ -396,22 +495,27 @@ pub fn mkfs(dev: &dyn BlockDevice, o: &MkfsOptions) -> Result<Geometry> {
             2,
             3,
             b"lost+found",
-            root_data + 1,
-            root_addr + 2,
+            data,
+            node + 1,
             time,
             seed,
         );
-        w.block(u64::from(root_addr) + 1, &lpf_inode, IoCause::Node)?;
+        w.block(u64::from(node), &lpf_inode, IoCause::Node)?;
         w.block(
-            u64::from(root_data) + 1,
+            u64::from(data),
             &dentry_block(lpf_nid, 3, &[]),
             IoCause::UserData,
         )?;
     }
     w.zero(seg_addr(warm_node), 1)?;
-    // 4. NAT block 0: the node and meta inodes (address 1: "in use") and the root.
+    // 4. NAT block 0: the node and meta inodes (address 1: "in use"), the root and the quota
+    // files (mkfs.f2fs 1.15 puts lost+found in the NAT journal only).
     let mut nat = [0u8; BLOCK_SIZE];
-    for (nid, addr) in [(1u32, 1u32), (2, 1), (3, root_addr)] {
+    let quota_nat = (0..nq).map(|i| (quota_nid(i), root_addr + 1 + i));
+    for (nid, addr) in [(1u32, 1u32), (2, 1), (3, root_addr)]
+        .into_iter()
+        .chain(quota_nat)
+    {
         let mut e = RawNatEntry::new_zeroed();
         e.ino.set(nid);
         e.block_addr.set(addr);
@@ -431,7 +535,8 @@ pub fn mkfs(dev: &dyn BlockDevice, o: &MkfsOptions) -> Result<Geometry> {
     let mut cp = RawCheckpoint::new_zeroed();
     cp.checkpoint_ver.set(version);
     cp.user_block_count.set(u64::from(user_segments) * seg);
-    cp.valid_block_count.set(2 + 2 * u64::from(n_lpf));
+    cp.valid_block_count
+        .set(2 + 3 * u64::from(nq) + 2 * u64::from(n_lpf));
     cp.rsvd_segment_count.set(g.reserved_segments);
     cp.overprov_segment_count.set(g.overprov_segments);
     cp.free_segment_count.set(free_segments);
@@ -445,8 +550,9 @@ pub fn mkfs(dev: &dyn BlockDevice, o: &MkfsOptions) -> Result<Geometry> {
     for (slot, v) in cp.cur_node_segno.iter_mut().zip(node) {
         slot.set(v);
     }
-    cp.cur_node_blkoff[0].set(1 + n_lpf as u16);
-    cp.cur_data_blkoff[0].set(1 + n_lpf as u16);
+    let (hot_nodes, hot_data_blocks) = ((1 + nq + n_lpf) as u16, (1 + 2 * nq + n_lpf) as u16);
+    cp.cur_node_blkoff[0].set(hot_nodes);
+    cp.cur_data_blkoff[0].set(hot_data_blocks);
     let mut cp_flags = flags::UMOUNT | flags::COMPACT_SUM;
     if u64::from(total) <= seg - nat_bits_blocks {
         cp_flags |= flags::NAT_BITS;
@@ -457,9 +563,9 @@ pub fn mkfs(dev: &dyn BlockDevice, o: &MkfsOptions) -> Result<Geometry> {
     cp.ckpt_flags.set(cp_flags);
     cp.cp_pack_total_block_count.set(total);
     cp.cp_pack_start_sum.set(1 + g.cp_payload);
-    cp.valid_node_count.set(1 + n_lpf);
-    cp.valid_inode_count.set(1 + n_lpf);
-    cp.next_free_nid.set(4 + n_lpf);
+    cp.valid_node_count.set(1 + nq + n_lpf);
+    cp.valid_inode_count.set(1 + nq + n_lpf);
+    cp.next_free_nid.set(4 + nq + n_lpf);
     let sit_bitmap_bytes = u64::from(g.segment_count_sit) / 2 * seg / 8;
     cp.sit_ver_bitmap_bytesize.set(sit_bitmap_bytes as u32);
     cp.nat_ver_bitmap_bytesize.set(nat_bits_bytes as u32);
@@ -486,10 +592,13 @@ pub fn mkfs(dev: &dyn BlockDevice, o: &MkfsOptions) -> Result<Geometry> {
     w.zero(pack1 + 1, u64::from(g.cp_payload))?;
     // Compacted data summaries: NAT journal, SIT journal, then the hot data entries.
     let mut sum = [0u8; BLOCK_SIZE];
-    put(&mut sum, 0, &(1 + n_lpf as u16).to_le_bytes());
+    put(&mut sum, 0, &hot_nodes.to_le_bytes());
     let mut nat_j = vec![(3u32, root_addr)];
+    for i in 0..nq {
+        nat_j.push((quota_nid(i), root_addr + 1 + i));
+    }
     if lpf {
-        nat_j.push((lpf_nid, root_addr + 1));
+        nat_j.push((lpf_nid, root_addr + 1 + nq));
     }
     for (i, (nid, addr)) in nat_j.iter().enumerate() {
         let at = 2 + i * 13;
@@ -500,20 +609,28 @@ pub fn mkfs(dev: &dyn BlockDevice, o: &MkfsOptions) -> Result<Geometry> {
     let sj = JOURNAL_SIZE;
     put(&mut sum, sj, &6u16.to_le_bytes());
     let sit = [
-        (hot_node, 3u16, 1 + n_lpf as u16),
+        (hot_node, 3u16, hot_nodes),
         (warm_node, 4, 0),
         (g.cursegs[5], 5, 0),
-        (hot_data, 0, 1 + n_lpf as u16),
+        (hot_data, 0, hot_data_blocks),
         (g.cursegs[1], 1, 0),
         (g.cursegs[2], 2, 0),
     ];
     for (i, (segno, t, valid)) in sit.iter().enumerate() {
         sit_journal_entry(&mut sum, sj + 2 + i * 78, *segno, *t, *valid);
     }
+    // Hot data's summary entries (nid, version, ofs_in_node), 7 bytes each, in block order.
     let entries = 2 * JOURNAL_SIZE;
-    put(&mut sum, entries, &3u32.to_le_bytes());
+    let mut owners = vec![(3u32, 0u16)];
+    for i in 0..nq {
+        owners.extend([(quota_nid(i), 0), (quota_nid(i), 1)]);
+    }
     if lpf {
-        put(&mut sum, entries + 7, &lpf_nid.to_le_bytes());
+        owners.push((lpf_nid, 0));
+    }
+    for (k, (nid, ofs)) in owners.iter().enumerate() {
+        put(&mut sum, entries + 7 * k, &nid.to_le_bytes());
+        put(&mut sum, entries + 7 * k + 5, &ofs.to_le_bytes());
     }
     let start_sum = pack1 + 1 + u64::from(g.cp_payload);
     w.block(start_sum, &sum, IoCause::Checkpoint)?;
@@ -521,9 +638,11 @@ pub fn mkfs(dev: &dyn BlockDevice, o: &MkfsOptions) -> Result<Geometry> {
     let mut node_sum = [0u8; BLOCK_SIZE];
     node_sum[BLOCK_SIZE - 5] = SUM_TYPE_NODE;
     let mut hot_sum = node_sum;
-    put(&mut hot_sum, 0, &3u32.to_le_bytes());
-    if lpf {
-        put(&mut hot_sum, 7, &lpf_nid.to_le_bytes());
+    let hot_nids = std::iter::once(3u32)
+        .chain((0..nq).map(quota_nid))
+        .chain(lpf.then_some(lpf_nid));
+    for (k, nid) in hot_nids.enumerate() {
+        put(&mut hot_sum, 7 * k, &nid.to_le_bytes());
     }
     w.block(start_sum + 1, &hot_sum, IoCause::Checkpoint)?;
     w.block(start_sum + 2, &node_sum, IoCause::Checkpoint)?;
@@ -595,6 +714,12 @@ fn superblock(g: &Geometry, o: &MkfsOptions, uuid: &[u8; 16], label: &[u16]) -> 
     sb.ssa_blkaddr.set(g.ssa_blkaddr);
     sb.main_blkaddr.set(g.main_blkaddr);
     sb.root_ino.set(3);
+    // Quota files take the nids after the root, in type order.
+    for (i, kind) in quota_kinds(o.features).into_iter().enumerate() {
+        if let Some(slot) = sb.qf_ino.get_mut(kind) {
+            slot.set(4 + i as u32);
+        }
+    }
     sb.node_ino.set(1);
     sb.meta_ino.set(2);
     sb.uuid = *uuid;
@@ -614,7 +739,13 @@ fn superblock(g: &Geometry, o: &MkfsOptions, uuid: &[u8; 16], label: &[u16]) -> 
     let version = format!("uf2fs {}", env!("CARGO_PKG_VERSION"));
     put(&mut sb.version, 0, version.as_bytes());
     put(&mut sb.init_version, 0, version.as_bytes());
-    sb.feature.set(o.features);
+    // mkfs.f2fs 1.15 marks a volume with project quota as keeping quota files too.
+    let quota = if o.features & feature::PRJQUOTA != 0 {
+        feature::QUOTA_INO
+    } else {
+        0
+    };
+    sb.feature.set(o.features | quota);
     // mkfs.f2fs -O casefold without -C leaves the encoding 0, which Linux refuses to mount;
     // uf2fs writes what `-C utf8` writes: utf8-12.1, no flags.
     if o.features & feature::CASEFOLD != 0 {
