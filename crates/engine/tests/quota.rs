@@ -211,6 +211,43 @@ fn a_wrong_count_is_what_fsck_sees() {
 }
 
 #[test]
+fn a_damaged_quota_file_refuses_the_writable_mount_with_the_reason() {
+    let dir = scratch("quota-damaged");
+    let img = quota_image(&dir, 64);
+    let mut bytes = std::fs::read(&img).unwrap();
+    let ro = Fs::with_device(Box::new(uf2fs_engine::uf2fs_device::MemDevice::new(
+        bytes.clone(),
+        true,
+    )))
+    .unwrap();
+    let qino = ro.superblock().quota_inos()[1];
+    let mut first = None;
+    ro.extents(qino, &mut |e| {
+        if e.fblk == 0 {
+            first = Some(u64::from(e.addr));
+        }
+        Ok(())
+    })
+    .unwrap();
+    drop(ro);
+    let at = first.expect("the group quota file has a first block") as usize * 4096;
+    // The root tree block (quota block 1) names a block past the file's end.
+    bytes[at + 1024..at + 1028].copy_from_slice(&999u32.to_le_bytes());
+    std::fs::write(&img, &bytes).unwrap();
+    let err = match Fs::open_rw(&img) {
+        Ok(_) => panic!("a damaged quota file must refuse the writable mount"),
+        Err(e) => e.to_string(),
+    };
+    assert!(
+        err.contains(&format!("quota file (inode {qino})")) && err.contains("fsck.f2fs"),
+        "{err}"
+    );
+    // Reading still works.
+    let fs = Fs::open(&img).unwrap();
+    assert!(fs.readdir(fs.root_ino()).is_ok());
+}
+
+#[test]
 fn a_crash_after_fsync_recovers_exact_usage() {
     let dir = scratch("quota-crash");
     let img = quota_image(&dir, 128);
