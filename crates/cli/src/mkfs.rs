@@ -84,6 +84,13 @@ pub fn parse_uuid(s: &str) -> Result<[u8; 16], String> {
 }
 
 pub fn run(a: Args<'_>) -> CliResult {
+    if !crate::devices().is_empty() {
+        return Err(Failure::Msg(
+            "uf2fs mkfs makes single-device volumes only (--device is not supported here): \
+             make a multi-device volume with mkfs.f2fs -c, then use it with uf2fs"
+                .into(),
+        ));
+    }
     if !a.sparse {
         return make(&a, a.image);
     }

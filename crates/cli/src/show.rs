@@ -448,7 +448,7 @@ pub fn stat(image: &Path, path: &str, json: bool) -> CliResult {
 pub fn fsck(image: &Path, json: bool) -> CliResult {
     // The checkpoint's structures are what is checked; a roll-forward chain after it (what
     // fsync wrote before a crash) is replayed by the next writable mount, and only noted here.
-    let fs = match uf2fs_engine::Fs::open_at_checkpoint(image) {
+    let fs = match uf2fs_engine::Fs::open_at_checkpoint_with(image, crate::devices()) {
         Ok(fs) => fs,
         Err(e) => {
             if json {

@@ -12,6 +12,7 @@ mod cache;
 mod change;
 mod check;
 mod data;
+mod devices;
 mod durability;
 mod error;
 mod fs;
