@@ -47,7 +47,9 @@ pub fn devices() -> &'static [PathBuf] {
 
 #[derive(Subcommand)]
 enum Cmd {
-    /// Make an F2FS file system (mkfs.f2fs 1.15's layout) on an image file or block device.
+    /// Make an F2FS file system (mkfs.f2fs 1.15's layout) on an image file or block device;
+    /// with --device (once per device, as mkfs.f2fs -c), a volume spanning IMAGE and the
+    /// devices, each used whole, their paths recorded as given.
     Mkfs {
         image: PathBuf,
         /// Size with K/M/G/T suffix; makes the image file when it does not exist.

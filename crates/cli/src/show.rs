@@ -129,6 +129,15 @@ pub fn info(image: &Path, json: bool) -> CliResult {
             ),
         ),
     ];
+    for (i, d) in info.devices.iter().enumerate() {
+        lines.push((
+            "device",
+            format!(
+                "{i}: {} ({} segments, blocks {}..{})",
+                d.recorded_path, d.segments, d.start, d.end
+            ),
+        ));
+    }
     for (name, start, len) in &info.areas {
         lines.push((
             "area",

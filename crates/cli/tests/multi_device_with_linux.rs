@@ -403,5 +403,140 @@ fn missing_short_and_bad_devices_give_clear_errors() {
     );
     std::fs::write(&a, &pristine).unwrap();
     uf2fs(&["ls".as_ref(), a.as_os_str()]);
+
+    // uf2fs mkfs --device: no --size, no data overwritten without -f, paths that fit.
+    let mkfs = |more: &[&OsStr]| {
+        let mut args: Vec<&OsStr> = vec!["mkfs".as_ref(), a.as_os_str()];
+        args.extend_from_slice(more);
+        fails(&args)
+    };
+    let err = mkfs(&[
+        "-f".as_ref(),
+        "--device".as_ref(),
+        b.as_os_str(),
+        "--size".as_ref(),
+        "64M".as_ref(),
+    ]);
+    assert!(err.contains("--size and --sparse cannot be given"), "{err}");
+    let err = mkfs(&["--device".as_ref(), b.as_os_str()]);
+    assert!(err.contains("is not empty: use --force"), "{err}");
+    let long = dir.join("l".repeat(60));
+    std::fs::File::create(&long)
+        .unwrap()
+        .set_len(8 << 20)
+        .unwrap();
+    let err = mkfs(&["-f".as_ref(), "--device".as_ref(), long.as_os_str()]);
+    assert!(err.contains("to be recorded in the superblock"), "{err}");
+    assert!(
+        std::fs::read(&a).unwrap() == pristine,
+        "refused mkfs runs leave the volume alone"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `uf2fs mkfs IMAGE --device B` makes the superblock mkfs.f2fs -c makes (but for the uuid,
+/// version strings and checksum; the device table parsed equal, since mkfs.f2fs leaves bytes
+/// of its arguments after each path's NUL), fsck.f2fs finds it clean, and Linux mounts it,
+/// writes, and shows what uf2fs then reads. With two segments per section and an odd sum of
+/// segments, mkfs.f2fs rounds the volume down but not the table, and Linux 6.1 refuses its
+/// volume ("Segment count mismatch"); uf2fs records the last device one segment shorter,
+/// and Linux mounts that.
+#[test]
+fn uf2fs_mkfs_makes_two_device_volumes_that_linux_mounts() {
+    let dir = short_dir("mkfs");
+    let features = "extra_attr,inode_checksum,sb_checksum";
+    let (a, b) = make_volume(&dir, 160, 128, features);
+    let block0 = |p: &Path| std::fs::read(p).unwrap()[..4096].to_vec();
+    let theirs = block0(&a);
+    uf2fs(&[
+        "mkfs".as_ref(),
+        "-f".as_ref(),
+        "-O".as_ref(),
+        features.as_ref(),
+        a.as_os_str(),
+        "--device".as_ref(),
+        b.as_os_str(),
+    ]);
+    let ours = block0(&a);
+    let parse = |b: &[u8]| {
+        uf2fs_format::superblock::Superblock::parse(b, 0)
+            .unwrap()
+            .devices()
+            .to_vec()
+    };
+    assert_eq!(parse(&ours), parse(&theirs), "the device tables");
+    assert_eq!(parse(&ours).len(), 2);
+    let masked = |b: &[u8]| {
+        let mut v = b.to_vec();
+        for (s, e) in [(108, 124), (1668, 2180), (2201, 2745), (3068, 3072)] {
+            v[1024 + s..1024 + e].fill(0);
+        }
+        v
+    };
+    assert!(
+        masked(&ours) == masked(&theirs),
+        "uf2fs mkfs --device writes mkfs.f2fs -c's superblock"
+    );
+    assert_fsck_clean(&a);
+    let job = "mkdir d\ndd if=/dev/urandom of=d/big bs=1M count=30 2>/dev/null\necho hi > d/x\n";
+    let linux = linux_run(&a, &b, job, &dir.join("k1"), "Linux on uf2fs's volume");
+    assert_fsck_clean(&a);
+    assert_same_view(
+        &linux,
+        &extract_view(&a, &dir.join("x1")),
+        "uf2fs reads what Linux wrote on the volume uf2fs made",
+    );
+
+    // Two segments per section, 78 + 65 segments: the volume has 142.
+    std::fs::File::options()
+        .write(true)
+        .open(&b)
+        .unwrap()
+        .set_len(130 << 20)
+        .unwrap();
+    run(Command::new("mkfs.f2fs")
+        .args(["-f", "-q", "-s", "2", "-c"])
+        .arg(&b)
+        .arg(&a));
+    let k = kernel_f2fs_args(
+        &a,
+        &format!("{}echo mounted\n", guest_mount(&a, &b)),
+        &dir.join("k2"),
+        &[],
+        &["--no-mount", "--extra-image", b.to_str().unwrap()],
+    );
+    assert_ne!(
+        k.exit, 0,
+        "Linux 6.1 mounted mkfs.f2fs's odd volume:\n{}",
+        k.job_log
+    );
+    assert!(
+        k.dmesg.contains("mismatch with total segments"),
+        "{}",
+        k.dmesg
+    );
+    // uf2fs still reads it, as fsck.f2fs does.
+    uf2fs(&["ls".as_ref(), a.as_os_str()]);
+    uf2fs(&[
+        "mkfs".as_ref(),
+        "-f".as_ref(),
+        "-s".as_ref(),
+        "2".as_ref(),
+        a.as_os_str(),
+        "--device".as_ref(),
+        b.as_os_str(),
+    ]);
+    let devs = parse(&block0(&a));
+    assert_eq!(
+        devs.iter().map(|d| d.segments).collect::<Vec<_>>(),
+        [78, 64]
+    );
+    assert_fsck_clean(&a);
+    let linux = linux_run(&a, &b, "echo odd > f\n", &dir.join("k3"), "Linux, -s 2");
+    assert_same_view(
+        &linux,
+        &extract_view(&a, &dir.join("x3")),
+        "uf2fs reads Linux's write on the -s 2 volume uf2fs made",
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -990,6 +990,16 @@ impl Fs {
             .collect::<String>();
         let seg = uf2fs_format::BLOCKS_PER_SEG;
         VolumeInfo {
+            devices: sb
+                .devices()
+                .iter()
+                .map(|d| crate::mount::DeviceInfo {
+                    recorded_path: d.path_lossy(),
+                    segments: d.segments,
+                    start: d.start,
+                    end: d.end,
+                })
+                .collect(),
             label: sb.label(),
             uuid,
             version,

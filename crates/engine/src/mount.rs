@@ -280,9 +280,22 @@ pub struct MountInfo {
     pub notes: Vec<String>,
 }
 
+/// One device of a multi-device volume, as the superblock lists it.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct DeviceInfo {
+    /// The path recorded when the volume was formatted.
+    pub recorded_path: String,
+    pub segments: u32,
+    /// The block addresses it holds: `[start, end)`.
+    pub start: u64,
+    pub end: u64,
+}
+
 /// Geometry, features and usage of a volume.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct VolumeInfo {
+    /// The devices of a multi-device volume (empty for one device).
+    pub devices: Vec<DeviceInfo>,
     pub label: String,
     pub uuid: String,
     pub version: String,
