@@ -174,7 +174,7 @@ pub struct VolumeDevice {
 impl VolumeDevice {
     /// Blocks of the volume on this device: the least size it must have.
     pub fn blocks(&self) -> u64 {
-        self.end - self.start
+        self.end.saturating_sub(self.start)
     }
 
     /// The recorded path for messages (lossy where it is not UTF-8).
