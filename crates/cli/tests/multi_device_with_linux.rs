@@ -588,3 +588,137 @@ fn uf2fs_mkfs_makes_two_device_volumes_that_linux_mounts() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Three devices (mkfs.f2fs -c twice): uf2fs imports a tree whose data runs from device 1
+/// into device 2, fsck.f2fs finds the volume clean, and uf2fs and Linux (disks /dev/vda,
+/// /dev/vdc, /dev/vdd) read back exactly the source tree.
+#[test]
+fn three_device_volume_takes_an_import_linux_reads() {
+    assert!(
+        rustix::process::geteuid().is_root(),
+        "this test keeps owners: run it as root"
+    );
+    let dir = short_dir("three");
+    let paths: Vec<PathBuf> = ["a.img", "b.img", "c.img"]
+        .iter()
+        .map(|n| dir.join(n))
+        .collect();
+    for (p, mib) in paths.iter().zip([64u64, 32, 32]) {
+        std::fs::File::create(p)
+            .unwrap()
+            .set_len(mib << 20)
+            .unwrap();
+    }
+    run(Command::new("mkfs.f2fs")
+        .args(["-f", "-q", "-c"])
+        .arg(&paths[1])
+        .arg("-c")
+        .arg(&paths[2])
+        .arg(&paths[0]));
+    let a = &paths[0];
+    let fs = uf2fs_engine::Fs::open(a).unwrap();
+    let ranges: Vec<(u64, u64)> = fs
+        .superblock()
+        .devices()
+        .iter()
+        .map(|d| (d.start, d.end))
+        .collect();
+    drop(fs);
+    assert_eq!(ranges, [(0, 16384), (16384, 24576), (24576, 32768)]);
+    let src = dir.join("src");
+    gen_tree(
+        &src,
+        33,
+        TreeSpec {
+            files: 40,
+            max_file: 1_000_000,
+            big_dir: 200,
+            depth: 4,
+        },
+    );
+    std::fs::write(
+        src.join("big"),
+        (0..40u32 << 20)
+            .map(|i| (i % 253) as u8)
+            .collect::<Vec<u8>>(),
+    )
+    .unwrap();
+    uf2fs(&["import".as_ref(), a.as_os_str(), src.as_os_str()]);
+    assert_fsck_clean(a);
+    // Data blocks of every file, by device.
+    let fs = uf2fs_engine::Fs::open(a).unwrap();
+    let mut per_device = [0u64; 3];
+    let listing = uf2fs(&["ls".as_ref(), "-R".as_ref(), a.as_os_str()]);
+    let mut seen = std::collections::HashSet::new();
+    for line in listing.lines() {
+        let ino = fs.resolve(format!("/{line}").as_bytes(), false).unwrap();
+        if !seen.insert(ino)
+            || fs.getattr(ino).unwrap().file_type != uf2fs_format::inode::FileType::Regular
+        {
+            continue;
+        }
+        fs.extents(ino, &mut |e| {
+            for i in 0..e.len {
+                let addr = u64::from(e.addr) + i;
+                let d = ranges
+                    .iter()
+                    .position(|r| r.0 <= addr && addr < r.1)
+                    .unwrap();
+                per_device[d] += 1;
+            }
+            Ok(())
+        })
+        .unwrap();
+    }
+    drop(fs);
+    // The warm data log starts on device 1 (main segment 27 of 56) and runs on into device 2;
+    // device 0 holds the metadata, the nodes and the directories' blocks.
+    assert!(
+        per_device[1] > 0 && per_device[2] > 0,
+        "the import put file data on devices 1 and 2: {per_device:?}"
+    );
+    let top = |v: Vec<String>| -> Vec<String> {
+        v.into_iter().filter(|l| !l.starts_with(".\t")).collect()
+    };
+    let ours = top(extract_view(a, &dir.join("x")));
+    assert_same_view(
+        &top(view(&src, Some(FIELDS))),
+        &ours,
+        "uf2fs reads its import",
+    );
+    let job = format!(
+        "set -e\nmkdir -p {d}\nln -s /dev/vda {a}\nln -s /dev/vdc {b}\nln -s /dev/vdd {c}\nmount -t f2fs /dev/vda /mnt\n{VIEW_AND_UNMOUNT}",
+        d = dir.display(),
+        a = paths[0].display(),
+        b = paths[1].display(),
+        c = paths[2].display()
+    );
+    let k = kernel_f2fs_args(
+        a,
+        &job,
+        &dir.join("k"),
+        &[],
+        &[
+            "--no-mount",
+            "--extra-image",
+            paths[1].to_str().unwrap(),
+            "--extra-image",
+            paths[2].to_str().unwrap(),
+        ],
+    );
+    assert_eq!(k.exit, 0, "Linux job: {}\n{}", k.job_log, k.dmesg);
+    assert!(k.dmesg.contains("Mount Device [ 2]"), "{}", k.dmesg);
+    assert!(k.f2fs_complaints().is_empty(), "{:#?}", k.f2fs_complaints());
+    let linux: Vec<String> = std::fs::read_to_string(k.out.join("view.txt"))
+        .unwrap()
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    assert_same_view(
+        &ours,
+        &top(linux),
+        "Linux reads uf2fs's import on three devices",
+    );
+    eprintln!("data blocks per device: {per_device:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
