@@ -50,6 +50,10 @@ pub enum Error {
     /// A seek for data or a hole at or past the end of the file (ENXIO).
     #[error("no data or hole at or past the end of the file")]
     PastEnd,
+    /// A device of a multi-device volume that is missing, too small, or more than the volume
+    /// has (ENODEV).
+    #[error("{0}")]
+    Device(String),
     /// The image is locked by another process (mounted, or being changed).
     #[error("{0}")]
     Busy(String),
@@ -100,6 +104,7 @@ impl Error {
             Error::NoRoom(_) => 28,                    // ENOSPC
             Error::PastEnd => 6,                       // ENXIO
             Error::Busy(_) => 16,                      // EBUSY
+            Error::Device(_) => 19,                    // ENODEV
         }
     }
 }

@@ -12,9 +12,9 @@ use crate::state::{Counts, Orphans, WriteState};
 use crate::vol::{Extent, Fs, Options, Vol};
 use std::collections::{HashMap, HashSet};
 use std::ops::ControlFlow;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use uf2fs_device::{BlockDevice, FileDevice, IoCause, IoSnapshot};
+use uf2fs_device::{BlockDevice, IoCause, IoSnapshot};
 use uf2fs_format::checkpoint::{flags, Checkpoint, CURSEG_NAMES};
 use uf2fs_format::inode::{FileType, Inode, Time};
 use uf2fs_format::nat::NAT_ENTRIES_PER_BLOCK;
@@ -127,11 +127,16 @@ pub enum WalkItem<'a> {
 
 impl Fs {
     /// Opens the image file or block device at `path`, read-only (an Android sparse image
-    /// too).
+    /// too). A multi-device volume's other devices are looked for where its superblock
+    /// recorded them.
     pub fn open(path: &Path) -> Result<Fs> {
-        let dev = uf2fs_device::open_image(path, false)
-            .map_err(|e| Error::io(format!("{}", path.display()), e))?;
-        Fs::with_device(dev)
+        Fs::open_with(path, &[])
+    }
+
+    /// [`Fs::open`] with the other devices of a multi-device volume named, in `devs[]` order
+    /// after `path` (those not named are looked for at their recorded paths).
+    pub fn open_with(path: &Path, devices: &[PathBuf]) -> Result<Fs> {
+        Fs::with_device(crate::devices::open_volume(path, devices, false)?)
     }
 
     /// Mounts the volume on `dev`, read-only.
@@ -143,8 +148,12 @@ impl Fs {
     /// what was fsync'd after it (what a checker judges: the chain is not yet part of the
     /// checkpoint's structures; see [`Fs::roll_forward_blocks`]).
     pub fn open_at_checkpoint(path: &Path) -> Result<Fs> {
-        let dev = uf2fs_device::open_image(path, false)
-            .map_err(|e| Error::io(format!("{}", path.display()), e))?;
+        Fs::open_at_checkpoint_with(path, &[])
+    }
+
+    /// [`Fs::open_at_checkpoint`] with the other devices named (see [`Fs::open_with`]).
+    pub fn open_at_checkpoint_with(path: &Path, devices: &[PathBuf]) -> Result<Fs> {
+        let dev = crate::devices::open_volume(path, devices, false)?;
         Fs::mount_with(dev, false, false)
     }
 
@@ -164,12 +173,12 @@ impl Fs {
     /// A sparse image is refused with [`Error::ReadOnly`] (a mount then falls back to
     /// read-only).
     pub fn open_rw(path: &Path) -> Result<Fs> {
-        if uf2fs_device::is_sparse(path).map_err(|e| Error::io(format!("{}", path.display()), e))? {
-            return Err(Error::ReadOnly(uf2fs_device::SPARSE_READ_ONLY.into()));
-        }
-        let dev = FileDevice::open(path, true)
-            .map_err(|e| Error::io(format!("{}", path.display()), e))?;
-        Fs::mount_on(Box::new(dev), true)
+        Fs::open_rw_with(path, &[])
+    }
+
+    /// [`Fs::open_rw`] with the other devices named (see [`Fs::open_with`]).
+    pub fn open_rw_with(path: &Path, devices: &[PathBuf]) -> Result<Fs> {
+        Fs::mount_on(crate::devices::open_volume(path, devices, true)?, true)
     }
 
     /// Mounts the volume on `dev` for reading and writing.
@@ -985,6 +994,16 @@ impl Fs {
             .collect::<String>();
         let seg = uf2fs_format::BLOCKS_PER_SEG;
         VolumeInfo {
+            devices: sb
+                .devices()
+                .iter()
+                .map(|d| crate::mount::DeviceInfo {
+                    recorded_path: d.path_lossy(),
+                    segments: d.segments,
+                    start: d.start,
+                    end: d.end,
+                })
+                .collect(),
             label: sb.label(),
             uuid,
             version,

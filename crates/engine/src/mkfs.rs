@@ -3,6 +3,10 @@
 //! journals, the first checkpoint pack (unmount, compacted summaries, nat_bits) and an empty
 //! second pack (version 0), then both superblock copies.
 //!
+//! A multi-device volume ([`mkfs_devices`], as `mkfs.f2fs -c`): the first device holds the
+//! superblocks, the metadata and the start of the main area, each next one the following
+//! whole segments; the superblock's device table records each device's path and segments.
+//!
 //! Order: the old superblocks are erased first and the new ones written last, after a flush,
 //! so a device whose mkfs was interrupted holds no superblock that points at half-written
 //! metadata. The block at the warm-node log's start is zeroed so that nothing stale can pass
@@ -21,7 +25,9 @@ use uf2fs_format::inode::{checksum_seed, compute_checksum, iflags, inline_flags,
 use uf2fs_format::nat::RawNatEntry;
 use uf2fs_format::node::FOOTER_OFFSET;
 use uf2fs_format::summary::{JOURNAL_SIZE, SUM_TYPE_NODE};
-use uf2fs_format::superblock::{feature, RawSuperblock, SB_CHECKSUM_OFFSET, SB_OFFSET};
+use uf2fs_format::superblock::{
+    feature, RawSuperblock, DEVICE_PATH_LEN, MAX_DEVICES, SB_CHECKSUM_OFFSET, SB_OFFSET,
+};
 use uf2fs_format::{Block, BLOCKS_PER_SEG, BLOCK_SIZE};
 use zerocopy::{FromZeros, IntoBytes};
 
@@ -364,20 +370,143 @@ fn sit_journal_entry(b: &mut [u8], at: usize, segno: u32, seg_type: u16, valid: 
     }
 }
 
+/// One device of a multi-device volume to make: the path to record in the superblock (as
+/// mkfs.f2fs records its arguments), its size, and the device itself.
+pub struct MkfsDevice {
+    pub path: Vec<u8>,
+    pub bytes: u64,
+    pub device: Box<dyn BlockDevice>,
+}
+
+/// A device table entry to write: recorded path and segments.
+type DevEntry = (Vec<u8>, u32);
+
 /// Formats `dev`. Returns the layout made.
 pub fn mkfs(dev: &dyn BlockDevice, o: &MkfsOptions) -> Result<Geometry> {
-    let features = o.features;
-    if features & !MKFS_FEATURES != 0 {
-        return Err(Error::Unsupported(format!(
-            "uf2fs mkfs cannot make features {:?} yet",
-            feature::names(features & !MKFS_FEATURES)
-        )));
-    }
     let device_bytes = dev.block_count() * BLOCK_SIZE as u64;
     let bytes = o.size.unwrap_or(device_bytes);
     if bytes > device_bytes {
         return Err(Error::Unsupported(format!(
             "size {bytes} is larger than the device ({device_bytes} bytes)"
+        )));
+    }
+    make(dev, o, bytes, None)
+}
+
+/// Formats a volume over `devices` in order, as `mkfs.f2fs -c` does: each device is used
+/// whole, the first for at least one segment after the superblocks' zone. The segments of
+/// the devices add up to the volume's exactly: where mkfs.f2fs rounds the volume down to
+/// whole zones and leaves the table's sum larger (which Linux 6.1 refuses to mount), the last
+/// device is recorded with that many segments fewer.
+pub fn mkfs_devices(devices: Vec<MkfsDevice>, o: &MkfsOptions) -> Result<Geometry> {
+    let unsupported = |why: String| Err(Error::Unsupported(why));
+    if devices.len() < 2 || devices.len() > MAX_DEVICES {
+        return unsupported(format!(
+            "a multi-device volume has 2 to {MAX_DEVICES} devices, not {}",
+            devices.len()
+        ));
+    }
+    if o.size.is_some() {
+        return unsupported(
+            "a size cannot be given for a multi-device volume: each device is used whole".into(),
+        );
+    }
+    let seg_bytes = BLOCK_SIZE as u64 * u64::from(BLOCKS_PER_SEG);
+    let mut table: Vec<DevEntry> = Vec::with_capacity(devices.len());
+    let mut plan_bytes = 0u64;
+    for (i, d) in devices.iter().enumerate() {
+        if d.path.is_empty() || d.path.len() >= DEVICE_PATH_LEN || d.path.contains(&0) {
+            return unsupported(format!(
+                "device {i}: its path must be 1 to {} bytes long to be recorded in the superblock: {}",
+                DEVICE_PATH_LEN - 1,
+                String::from_utf8_lossy(&d.path)
+            ));
+        }
+        // Device 0's segments are counted after segment0 (known once planned); the others'
+        // whole segments add to what is planned as if they were part of device 0.
+        let segs = if i == 0 { 0 } else { d.bytes / seg_bytes };
+        if i > 0 && segs == 0 {
+            return unsupported(format!(
+                "device {i} ({}) is smaller than one segment (2 MiB)",
+                String::from_utf8_lossy(&d.path)
+            ));
+        }
+        plan_bytes = plan_bytes.saturating_add(if i == 0 { d.bytes } else { segs * seg_bytes });
+        table.push((d.path.clone(), u32::try_from(segs).unwrap_or(u32::MAX)));
+    }
+    let first_bytes = devices.first().map_or(0, |d| d.bytes);
+    let mut g =
+        plan(&geometry_options(o, plan_bytes)).map_err(|e| Error::Unsupported(e.to_string()))?;
+    let segment0_bytes = u64::from(g.segment0_blkaddr) * BLOCK_SIZE as u64;
+    let first_segs = first_bytes.saturating_sub(segment0_bytes) / seg_bytes;
+    if first_segs == 0 {
+        return unsupported(
+            "device 0 must hold at least one segment (2 MiB) after its first zone".into(),
+        );
+    }
+    if let Some(t) = table.first_mut() {
+        t.1 = u32::try_from(first_segs).unwrap_or(u32::MAX);
+    }
+    let total: u64 = table.iter().map(|t| u64::from(t.1)).sum();
+    let cut = total.saturating_sub(u64::from(g.segment_count));
+    if let Some(last) = table.last_mut() {
+        let cut = u32::try_from(cut).unwrap_or(u32::MAX);
+        if cut >= last.1 {
+            return unsupported("the last device is too small for a whole zone".into());
+        }
+        last.1 -= cut;
+    }
+    // As mkfs.f2fs: every device's sectors, the tails that hold no segment too.
+    g.block_count = devices.iter().map(|d| d.bytes / 512).sum::<u64>() / 8;
+    let mut parts = Vec::with_capacity(devices.len());
+    for (i, (d, t)) in devices.into_iter().zip(&table).enumerate() {
+        let mut blocks = u64::from(t.1) * u64::from(BLOCKS_PER_SEG);
+        if i == 0 {
+            blocks += u64::from(g.segment0_blkaddr);
+        }
+        parts.push(uf2fs_device::Part {
+            name: format!("device {i} ({})", String::from_utf8_lossy(&d.path)),
+            device: d.device,
+            blocks,
+        });
+    }
+    let joined =
+        uf2fs_device::JoinedDevice::new(parts).map_err(|e| Error::Device(e.to_string()))?;
+    make_planned(&joined, o, g, Some(&table))
+}
+
+fn geometry_options(o: &MkfsOptions, bytes: u64) -> GeometryOptions {
+    GeometryOptions {
+        device_bytes: bytes,
+        sector_size: 512,
+        segs_per_sec: o.segs_per_sec,
+        secs_per_zone: 1,
+        overprovision: o.overprovision,
+        large_nat_bitmap: o.large_nat_bitmap,
+    }
+}
+
+fn make(
+    dev: &dyn BlockDevice,
+    o: &MkfsOptions,
+    bytes: u64,
+    devs: Option<&[DevEntry]>,
+) -> Result<Geometry> {
+    let g = plan(&geometry_options(o, bytes)).map_err(|e| Error::Unsupported(e.to_string()))?;
+    make_planned(dev, o, g, devs)
+}
+
+fn make_planned(
+    dev: &dyn BlockDevice,
+    o: &MkfsOptions,
+    mut g: Geometry,
+    devs: Option<&[DevEntry]>,
+) -> Result<Geometry> {
+    let features = o.features;
+    if features & !MKFS_FEATURES != 0 {
+        return Err(Error::Unsupported(format!(
+            "uf2fs mkfs cannot make features {:?} yet",
+            feature::names(features & !MKFS_FEATURES)
         )));
     }
     let label: Vec<u16> = o.label.encode_utf16().collect();
@@ -386,15 +515,6 @@ pub fn mkfs(dev: &dyn BlockDevice, o: &MkfsOptions) -> Result<Geometry> {
             "the label is longer than 512 UTF-16 units".into(),
         ));
     }
-    let mut g = plan(&GeometryOptions {
-        device_bytes: bytes,
-        sector_size: 512,
-        segs_per_sec: o.segs_per_sec,
-        secs_per_zone: 1,
-        overprovision: o.overprovision,
-        large_nat_bitmap: o.large_nat_bitmap,
-    })
-    .map_err(|e| Error::Unsupported(e.to_string()))?;
     // mkfs.f2fs 1.15 counts free segments (and user blocks) over every whole segment of the
     // device, including those past the last whole section that the main area does not have;
     // fsck.f2fs then rejects its image. We count the main area's segments only.
@@ -676,7 +796,7 @@ pub fn mkfs(dev: &dyn BlockDevice, o: &MkfsOptions) -> Result<Geometry> {
     w.block(pack2 + u64::from(total) - 1, &cp2, IoCause::Checkpoint)?;
     dev.flush().map_err(|e| Error::io("mkfs: flush", e))?;
     // 7. The superblocks, last.
-    let sb = superblock(&g, o, &uuid, &label);
+    let sb = superblock(&g, o, &uuid, &label, devs.unwrap_or(&[]));
     let mut b = [0u8; BLOCK_SIZE];
     put(&mut b, SB_OFFSET, sb.as_bytes());
     w.block(0, &b, IoCause::Meta)?;
@@ -687,7 +807,13 @@ pub fn mkfs(dev: &dyn BlockDevice, o: &MkfsOptions) -> Result<Geometry> {
     Ok(g)
 }
 
-fn superblock(g: &Geometry, o: &MkfsOptions, uuid: &[u8; 16], label: &[u16]) -> RawSuperblock {
+fn superblock(
+    g: &Geometry,
+    o: &MkfsOptions,
+    uuid: &[u8; 16],
+    label: &[u16],
+    devs: &[DevEntry],
+) -> RawSuperblock {
     let mut sb = RawSuperblock::new_zeroed();
     sb.magic.set(F2FS_SUPER_MAGIC);
     // The tools' version fields: the on-disk format is that of f2fs-tools 1.15.
@@ -746,6 +872,10 @@ fn superblock(g: &Geometry, o: &MkfsOptions, uuid: &[u8; 16], label: &[u16]) -> 
         0
     };
     sb.feature.set(o.features | quota);
+    for (dst, (path, segments)) in sb.devs.iter_mut().zip(devs) {
+        put(&mut dst.path, 0, path);
+        dst.total_segments.set(*segments);
+    }
     // mkfs.f2fs -O casefold without -C leaves the encoding 0, which Linux refuses to mount;
     // uf2fs writes what `-C utf8` writes: utf8-12.1, no flags.
     if o.features & feature::CASEFOLD != 0 {

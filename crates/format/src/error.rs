@@ -7,8 +7,6 @@ use std::fmt;
 pub enum Incompatible {
     #[error("unknown superblock feature bits {0:#x}")]
     UnknownFeatures(u32),
-    #[error("multi-device file systems are not supported yet")]
-    MultiDevice,
     #[error("encrypted files are not supported yet (inode {ino})")]
     EncryptedFile { ino: u32 },
     #[error("writing compressed files is not supported yet (inode {ino})")]
@@ -35,6 +33,9 @@ pub enum CorruptKind {
         field: &'static str,
         value: u64,
     },
+    /// An entry of the multi-device table (`devs[index]`) that cannot describe a device.
+    #[error("superblock {copy}: device table entry {index}: {why}")]
+    SuperblockDevice { copy: u8, index: u8, why: String },
     #[error("no valid superblock (copy 0: {first}; copy 1: {second})")]
     NoSuperblock {
         first: Box<CorruptKind>,
