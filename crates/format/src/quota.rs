@@ -159,7 +159,72 @@ impl QuotaTree {
         }
         let mut seen_tree = BTreeSet::new();
         t.walk(ROOT, 0, 0, blocks, &mut seen_tree)?;
+        t.check_blocks(blocks, &seen_tree)?;
         Ok(t)
+    }
+
+    /// What insertion relies on: every used entry of a data block is its id's (the tree
+    /// reaches it; a stale entry would be found in place of a new one), each data block's
+    /// entry count is true, the free-entry list holds only data blocks with room, and the
+    /// free-block list only blocks nothing uses; each list visits a block at most once.
+    fn check_blocks(&self, blocks: u32, tree: &BTreeSet<u32>) -> Result<(), CorruptKind> {
+        let ino = self.ino;
+        let bad = |why: String| CorruptKind::QuotaFile { ino, why };
+        let reached: BTreeSet<usize> = self.entries.values().copied().collect();
+        let data: BTreeSet<u32> = reached.iter().map(|&at| (at / QBLOCK) as u32).collect();
+        for &blk in &data {
+            let base = blk as usize * QBLOCK + DATA_HEADER;
+            let mut used = 0u16;
+            for at in (0..ENTRIES_PER_BLOCK).map(|i| base + i * ENTRY) {
+                if self.is_free(at) {
+                    continue;
+                }
+                used += 1;
+                if !reached.contains(&at) {
+                    return Err(bad(format!(
+                        "data block {blk} holds an entry (id {}) the tree does not reach",
+                        self.entry_at(at).id.get()
+                    )));
+                }
+            }
+            let count = self.data_header(blk).entries.get();
+            if count != used {
+                return Err(bad(format!(
+                    "data block {blk} counts {count} entries and holds {used}"
+                )));
+            }
+        }
+        let h = self.header();
+        let mut seen = BTreeSet::new();
+        let mut blk = h.free_entry.get();
+        while blk != 0 {
+            if !data.contains(&blk) || !seen.insert(blk) {
+                return Err(bad(format!(
+                    "the free-entry list reaches block {blk}, not a data block of the tree (or twice)"
+                )));
+            }
+            if usize::from(self.data_header(blk).entries.get()) >= ENTRIES_PER_BLOCK {
+                return Err(bad(format!(
+                    "full data block {blk} is on the free-entry list"
+                )));
+            }
+            blk = self.data_header(blk).next_free.get();
+        }
+        let mut blk = h.free_blk.get();
+        while blk != 0 {
+            if blk <= ROOT
+                || blk >= blocks
+                || tree.contains(&blk)
+                || data.contains(&blk)
+                || !seen.insert(blk)
+            {
+                return Err(bad(format!(
+                    "the free-block list reaches block {blk}, which is in use or outside the file"
+                )));
+            }
+            blk = self.data_header(blk).next_free.get();
+        }
+        Ok(())
     }
 
     fn walk(
@@ -535,5 +600,19 @@ mod tests {
         assert!(QuotaTree::parse(9, USER, b).is_err());
         // Too short for a header.
         assert!(QuotaTree::parse(9, USER, vec![0; 10]).is_err());
+        // A used entry the tree does not reach (found by fuzzing: a new id's entry would
+        // be found behind the stale one): its leaf slot cleared.
+        let mut t3 = fresh(USER);
+        t3.add_usage(3, 4096, 1).unwrap();
+        t3.add_usage(4, 4096, 1).unwrap();
+        let mut b = t3.bytes().to_vec();
+        let mut blk = 1usize;
+        for _ in 0..3 {
+            blk =
+                u32::from_le_bytes(b[blk * QBLOCK..blk * QBLOCK + 4].try_into().unwrap()) as usize;
+        }
+        b[blk * QBLOCK + 16..blk * QBLOCK + 20].fill(0); // id 4's leaf slot
+        let e = QuotaTree::parse(9, USER, b).unwrap_err().to_string();
+        assert!(e.contains("does not reach"), "{e}");
     }
 }
