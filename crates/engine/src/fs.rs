@@ -269,7 +269,7 @@ impl Fs {
         fs.vol.notes.append(&mut notes);
         if writable {
             // Before orphans are freed and the chain replayed: both change what is charged.
-            fs.vol.quota = crate::ns::quota::QuotaBook::load(&fs)?;
+            fs.vol.quota = fs.load_quota()?;
         }
         if !orphans.is_empty() {
             // Files unlinked while open when the last checkpoint was written: free them now,

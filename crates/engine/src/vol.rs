@@ -50,7 +50,7 @@ pub(crate) struct Vol {
     /// What roll-forward recovery did at mount, if there was a chain to replay.
     pub(crate) recovery: Option<crate::durability::state::RecoveryStats>,
     /// The quota files of a writable mount of an image that keeps quota.
-    pub(crate) quota: Option<crate::ns::quota::QuotaBook>,
+    pub(crate) quota: Option<crate::ns::quota_book::QuotaBook>,
     /// A change had to clean for itself since the background cleaner last caught up: the
     /// cleaner queues for the write lock instead of yielding.
     pub(crate) gc_urgent: std::sync::atomic::AtomicBool,
@@ -214,7 +214,7 @@ impl Default for Options {
             gc_policy: crate::space::Policy::CostBenefit,
             gc_node_penalty: true,
             gc_window: 0,
-            gc_batch: crate::gc::DEFAULT_GC_BATCH,
+            gc_batch: crate::gc::state::DEFAULT_GC_BATCH,
             background_gc: BackgroundGc::On,
             cache_bytes: crate::cache::DEFAULT_CACHE_BYTES,
             fixed_time: None,

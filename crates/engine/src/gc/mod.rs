@@ -81,11 +81,7 @@ fn clean_budget(writable: u64, dirty: u64, bps: u64) -> u64 {
     writable.saturating_sub(dirty + cp_room(bps) + bps)
 }
 
-/// Sections a change short of space cleans beyond its need before it writes the checkpoint
-/// that frees them (`Options::gc_batch`): one checkpoint (and one rewrite of the direct nodes
-/// the moves touched) serves that many sections. 8 wins seed 000's jobs (docs/design.md,
-/// "The foreground batch"); beyond it the cleaning budget, not the batch, ends a round.
-pub const DEFAULT_GC_BATCH: u32 = 8;
+pub use state::DEFAULT_GC_BATCH;
 
 /// The batch while data fills holes instead (`mode=adaptive` short of free sections): the
 /// holes serve the rewrites, so cleaning ahead of them only moves blocks for nothing.

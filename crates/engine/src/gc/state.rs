@@ -1,6 +1,12 @@
 //! The cleaner's state under the write lock and its counters. Apart from the cleaner's code
 //! so that the write lock's `WriteState` can hold it without depending on the cleaner.
 
+/// Sections a change short of space cleans beyond its need before it writes the checkpoint
+/// that frees them (`Options::gc_batch`): one checkpoint (and one rewrite of the direct nodes
+/// the moves touched) serves that many sections. 8 wins seed 000's jobs (docs/design.md,
+/// "The foreground batch"); beyond it the cleaning budget, not the batch, ends a round.
+pub const DEFAULT_GC_BATCH: u32 = 8;
+
 /// The cleaner's counters since mount.
 #[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct GcStats {

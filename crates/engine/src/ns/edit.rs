@@ -77,7 +77,7 @@ pub(crate) struct Editing {
     /// The time [`Editing::touch`] stamps (the file system's clock when the edit began).
     pub now: (u64, u32),
     /// What the inode was charged in quota when the edit began (`None`: a new inode).
-    pub was: Option<crate::ns::quota::Charge>,
+    pub was: Option<crate::ns::quota_book::Charge>,
 }
 
 impl Editing {

@@ -14,7 +14,7 @@ use crate::error::{Error, Result};
 use crate::node::node_log;
 use crate::node::Expect;
 use crate::ns::edit::{fix_checksum, get32, now, put, reparse, Editing};
-use crate::ns::quota::Charge;
+use crate::ns::quota_book::Charge;
 use crate::space::Log;
 use crate::state::WriteState;
 use crate::vol::Fs;
