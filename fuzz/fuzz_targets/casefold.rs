@@ -1,6 +1,6 @@
 //! Casefolded names from arbitrary bytes, in normal and strict mode: folding, the dentry hash
 //! over the folded name, and matching a name against itself and against a second name, never
-//! panic; a name always matches itself; folding is idempotent.
+//! panic; a name always matches itself.
 //!
 //! Input: byte 0 bit 0: strict mode; then two names split at the first 0 byte.
 #![no_main]
@@ -20,13 +20,10 @@ fuzz_target!(|data: &[u8]| {
         Some(i) => (&rest[..i], &rest[i + 1..]),
         None => (rest, &rest[..0]),
     };
-    if let Some(f) = fold(a) {
-        assert_eq!(
-            fold(&f).as_deref(),
-            Some(f.as_slice()),
-            "folding twice changes {a:?}"
-        );
-    }
+    // Folding is not idempotent, in Linux either: a dropped (ignorable) character ends a run
+    // of combining marks, so folding the folded form again may reorder marks the dropped
+    // character separated (found here first; Linux answers alike, see casefold_with_linux).
+    sink(fold(a));
     match DirName::new(a, Some(&enc)) {
         Ok(n) => {
             sink(n.hash());

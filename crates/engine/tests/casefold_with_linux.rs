@@ -201,6 +201,24 @@ fn name_set() -> Vec<(Vec<u8>, Vec<Vec<u8>>)> {
             vec![s("zerowidth"), s("ZERO\u{200D}WIDTH"), s("zero width")],
         ),
         (s("ABC\u{A7C7}"), vec![s("abc\u{A7C7}"), s("abc\u{A7C8}")]),
+        // A dropped (ignorable) character between combining marks ends their canonical
+        // reordering in Linux too: none of these probes is found (so folding is not
+        // idempotent: the casefold fuzz target found fold(fold(x)) != fold(x) here).
+        (
+            s("q\u{301}\u{200B}\u{316}"),
+            vec![
+                s("q\u{316}\u{301}"),
+                s("q\u{301}\u{316}"),
+                s("Q\u{301}\u{316}"),
+            ],
+        ),
+        (
+            s("p\u{CA}\u{30A}\u{206F}\u{30A}\u{31F}\u{31F}"),
+            vec![
+                s("pe\u{31F}\u{31F}\u{302}\u{30A}\u{30A}"),
+                s("pe\u{302}\u{30A}\u{31F}\u{31F}\u{30A}"),
+            ],
+        ),
         (
             vec![0xff, 0xfe, b'X'],
             vec![vec![0xff, 0xfe, b'x'], vec![0xff, 0xfe, b'X']],
