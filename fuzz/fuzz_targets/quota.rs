@@ -42,10 +42,10 @@ fuzz_target!(|data: &[u8]| {
     let again = QuotaTree::parse(7, kind, t.bytes().to_vec()).expect("what we wrote parses");
     let got = |id: u32| again.get(id).map(|d| d.space.get());
     if a == b {
-        assert_eq!(got(a), Some(sa + 4096 + 8192));
+        assert_eq!(got(a), Some(sa.saturating_add(4096).saturating_add(8192)));
     } else {
-        assert_eq!(got(a), Some(sa + 4096));
-        assert_eq!(got(b), Some(sb + 8192));
+        assert_eq!(got(a), Some(sa.saturating_add(4096)));
+        assert_eq!(got(b), Some(sb.saturating_add(8192)));
     }
     for (id, _, _) in before {
         assert!(again.get(id).is_some(), "id {id} lost");
