@@ -50,6 +50,11 @@ pub enum Error {
     /// A seek for data or a hole at or past the end of the file (ENXIO).
     #[error("no data or hole at or past the end of the file")]
     PastEnd,
+    /// The contents (or a name in) an encrypted file or directory were asked for, or a change
+    /// inside one, and we hold no key (ENOKEY, as Linux answers without the key). `key` names
+    /// the key that would be needed.
+    #[error("inode {ino} is encrypted and no key was given (it needs the {key})")]
+    NoKey { ino: u32, key: String },
     /// The image is locked by another process (mounted, or being changed).
     #[error("{0}")]
     Busy(String),
@@ -100,6 +105,7 @@ impl Error {
             Error::NoRoom(_) => 28,                    // ENOSPC
             Error::PastEnd => 6,                       // ENXIO
             Error::Busy(_) => 16,                      // EBUSY
+            Error::NoKey { .. } => 126,                // ENOKEY
         }
     }
 }

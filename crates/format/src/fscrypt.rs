@@ -381,11 +381,13 @@ mod tests {
         assert!(NoKeyName::decode(&URL_SAFE_NO_PAD.encode([0u8; 170]).into_bytes()).is_none());
         // Linux's decoder takes a lone trailing 'A' as no bits.
         let n = nokey_name(&[9; 16], 3, 0).unwrap();
+        assert_eq!(n.len(), 32);
         let mut alias = n.clone();
-        if alias.len() % 4 == 0 {
-            alias.push(b'A');
-            assert_eq!(NoKeyName::decode(&alias), NoKeyName::decode(&n));
-        }
+        alias.push(b'A');
+        assert_eq!(NoKeyName::decode(&alias), NoKeyName::decode(&n));
+        alias.pop();
+        alias.push(b'B');
+        assert!(NoKeyName::decode(&alias).is_none());
     }
 
     #[test]

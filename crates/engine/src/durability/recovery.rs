@@ -260,6 +260,13 @@ impl Fs {
             return Ok(Some("its recorded name is not a valid file name".into()));
         }
         match self.inode(ci.pino) {
+            // Its recorded name is ciphertext we cannot check or look up without the key.
+            Ok(p) if p.is_encrypted() => {
+                return Ok(Some(format!(
+                    "its recorded parent {} is an encrypted directory (no key)",
+                    ci.pino
+                )))
+            }
             Ok(p) if p.file_type == FileType::Directory => {}
             _ => {
                 return Ok(Some(format!(

@@ -277,6 +277,8 @@ impl Fs {
             Err(Error::NotFound) => {}
             Err(e) => return Err(e),
         }
+        // No name can be made in an encrypted directory without its key (Linux: ENOKEY).
+        self.vol().refuse_encrypted_dir(&pdir)?;
         // A new directory inherits its parent's casefold flag (Linux masks it off the other
         // file types).
         let flags = if FileType::from_mode(a.mode) == Some(FileType::Directory) {
@@ -332,6 +334,7 @@ impl Fs {
                 Err(Error::NotFound) => {}
                 Err(e) => return Err(e),
             }
+            self.vol().refuse_encrypted_dir(&*self.inode(parent)?)?;
             self.add_entry(ws, parent, name, ino, target.file_type)?;
             self.needs_checkpoint(ws, ino);
             let mut t = self.edit(ino)?;
@@ -893,7 +896,7 @@ impl Fs {
             if i.file_type != FileType::Regular {
                 return Err(Error::InvalidArgument("not a regular file"));
             }
-            i.check_writable()?;
+            self.vol().check_data_writable(&i)?;
             let mut v = vec![
                 0u8;
                 if i.has_inline_data() {
@@ -975,7 +978,7 @@ impl Fs {
                     FileType::Directory => return Err(Error::IsADirectory),
                     _ => return Err(Error::InvalidArgument("not a regular file")),
                 }
-                e.inode.check_writable()?;
+                self.vol().check_data_writable(&e.inode)?;
                 let in_place = in_place && ws.sync.pointers_durable(ino);
                 let end = offset
                     .checked_add(data.len() as u64)
