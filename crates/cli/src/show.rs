@@ -354,10 +354,11 @@ pub fn stat(image: &Path, path: &str, json: bool) -> CliResult {
         None
     };
     let nids: Vec<u32> = (0..5).map(|k| i.nid(k)).collect();
-    let encryption = fs
-        .encryption(ino)
-        .map_err(|e| format!("{path}: {e}"))?
-        .map(|c| {
+    // A context that cannot be read is shown as such: the rest of the inode is still worth
+    // seeing.
+    let encryption = match fs.encryption(ino) {
+        Err(e) => Some(format!("unreadable ({e})")),
+        Ok(c) => c.map(|c| {
             format!(
                 "v{} policy, contents {}, names {}, name padding {}, flags {:#04x}, {} (no key given: names and symlink targets are shown in Linux's no-key form, contents cannot be read)",
                 c.version(),
@@ -367,7 +368,8 @@ pub fn stat(image: &Path, path: &str, json: bool) -> CliResult {
                 c.flags,
                 c.key
             )
-        });
+        }),
+    };
     let mut o = io::stdout().lock();
     if json {
         let v = serde_json::json!({

@@ -391,6 +391,41 @@ mod tests {
     }
 
     #[test]
+    fn arbitrary_bytes_never_panic() {
+        // A small LCG: every length 0..=300 with a few contents each, decoded as a lookup
+        // name, as a symlink's data, as a context, and as an on-disk name.
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        for len in 0..=300usize {
+            for _ in 0..8 {
+                let b: Vec<u8> = (0..len)
+                    .map(|_| {
+                        x = x
+                            .wrapping_mul(6364136223846793005)
+                            .wrapping_add(1442695040888963407);
+                        let v = (x >> 33) as u8;
+                        // Half the time from the base64url alphabet, so decoding gets far.
+                        if x & 1 == 0 {
+                            b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+                                [usize::from(v % 64)]
+                        } else {
+                            v
+                        }
+                    })
+                    .collect();
+                if let Some(n) = NoKeyName::decode(&b) {
+                    let _ = n.matches(&b);
+                }
+                let _ = symlink_nokey_target(&b);
+                let _ = Context::parse(&b);
+                if let Ok(n) = nokey_name(&b, 1, 2) {
+                    let d = NoKeyName::decode(&n).unwrap();
+                    assert!(d.matches(&b) || b == b"." || b == b"..");
+                }
+            }
+        }
+    }
+
+    #[test]
     fn contexts() {
         let mut v2 = vec![2, 1, 4, 2, 0, 0, 0, 0];
         v2.extend(1..=16u8);
