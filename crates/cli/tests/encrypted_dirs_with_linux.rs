@@ -7,7 +7,7 @@
 //! 1. Linux adds a key and makes a v2 directory (AES-256-XTS/AES-256-CTS, names padded to
 //!    32) and a v1 directory (padded to 4), each with names of 1, 15, 16, 100, 128, 129, 145,
 //!    149 and 255 bytes (whole and SHA-256-abbreviated no-key names), a subdirectory with a
-//!    file and a directory, a short and a 200-byte symlink, a hard link, and 300 names in one
+//!    file and a directory, a short, a 200-byte and a 1000-byte symlink, a hard link, and 300 names in one
 //!    directory (dentry blocks, hash buckets); then unmounts, mounts again without the key
 //!    and lists the tree: no-key names, inode numbers, entry and inode types, sizes, link
 //!    counts, symlink targets and open answers. fsck.f2fs is clean.
@@ -59,6 +59,7 @@ for d in e2 e1; do
   mkdir $d/sub; echo deep > $d/sub/file; mkdir $d/sub/inner
   ln -s a $d/shortlink
   ln -s $(name T 200) $d/longlink
+  ln -s $(name U 1000) $d/verylonglink
   ln $d/a $d/hardlink
   echo v > $d/victim
   mkdir $d/many; i=0; while [ $i -lt 300 ]; do touch $d/many/file$i; i=$((i+1)); done
@@ -197,7 +198,7 @@ fn nokey_view_equals_linux() {
     let key2 = fs::read_to_string(out.join("key2")).unwrap();
     let key1 = fs::read_to_string(out.join("key1")).unwrap();
     let victim = out.join("victim");
-    assert_eq!(nokey.lines().count(), 2 * (17 + 300) + 4, "{nokey}");
+    assert_eq!(nokey.lines().count(), 2 * (18 + 300) + 4, "{nokey}");
     assert_eq!(with_key.lines().count(), nokey.lines().count());
     assert!(with_key.contains("e2/a\t"), "the key was there: {with_key}");
     assert!(!nokey.contains("e2/a\t"), "the key is gone: {nokey}");
