@@ -21,6 +21,11 @@
 //!    lists. It also writes to the plain part (files, a directory, a rename of the encrypted
 //!    directory itself). fsck.f2fs is clean, and Linux lists exactly what uf2fs lists and
 //!    reads the new plain files back.
+//!
+//! `encrypted_casefolded_dir_equals_linux`: a directory both encrypted and casefolded (its
+//! stored hashes are keyed SipHashes that only Linux with the key can compute): uf2fs lists
+//! Linux's no-key names and finds each again; an unlink by a no-key name through the mount
+//! leaves fsck.f2fs clean.
 
 #![allow(
     clippy::unwrap_used,
@@ -220,6 +225,7 @@ fn nokey_view_equals_linux() {
         "{lens:?}"
     );
     assert_fsck_clean(&img);
+    run(Command::new(bin()).arg("fsck").arg(&img));
 
     // 2. uf2fs shows Linux's listing, through the engine and through a mount.
     let fs_ = Fs::open(&img).unwrap();
@@ -348,4 +354,65 @@ fn nokey_view_equals_linux() {
         vec![7u8; 100_000]
     );
     assert_fsck_clean(&copy);
+}
+
+/// The guest's part for an encrypted and casefolded directory (the stored hashes are Linux's
+/// keyed SipHash of the folded plaintext: only the hash in the no-key name finds them).
+const CASEFOLD: &str = r#"
+set -e
+P=$PAYLOAD/fscrypt
+M=/tmp/m; mkdir -p $M; mount -t f2fs /dev/vda $M; cd $M
+mkdir cf
+$P setup cf v2 32 > /dev/null
+$PAYLOAD/casefold setflag cf > $OUT/setflag
+echo x > cf/ReadMe.TXT
+echo y > cf/Straße
+i=0; while [ $i -lt 120 ]; do touch cf/File$i; i=$((i+1)); done
+cat cf/README.txt > $OUT/ci_lookup
+cd /; umount $M; mount -t f2fs /dev/vda $M
+$P list $M > $OUT/nokey.txt
+umount $M
+"#;
+
+#[test]
+fn encrypted_casefolded_dir_equals_linux() {
+    let dir = scratch("encrypted_casefold");
+    let img = dir.join("img");
+    fs::File::create(&img).unwrap().set_len(128 << 20).unwrap();
+    run(Command::new("mkfs.f2fs")
+        .args(["-q", "-f", "-O", "encrypt,casefold", "-C", "utf8"])
+        .arg(&img));
+    let cf = image_helper("casefold");
+    let out = linux(&img, CASEFOLD, &dir.join("make"), &[&cf]);
+    assert_eq!(fs::read_to_string(out.join("setflag")).unwrap(), "ok\n");
+    assert_eq!(
+        fs::read_to_string(out.join("ci_lookup")).unwrap(),
+        "x\n",
+        "casefolded with the key"
+    );
+    let nokey = fs::read_to_string(out.join("nokey.txt")).unwrap();
+    assert_eq!(nokey.lines().count(), 1 + 122, "{nokey}");
+    assert_fsck_clean(&img);
+    run(Command::new(bin()).arg("fsck").arg(&img));
+    let fs_ = Fs::open(&img).unwrap();
+    assert_eq!(
+        engine_list(&fs_),
+        nokey,
+        "engine listing differs from Linux's"
+    );
+    drop(fs_);
+    // Unlinking by a no-key name through the mount (Linux allows it without the key).
+    let m = Mount::new(bin(), &img, &dir.join("mnt"), &[]);
+    let first = nokey.lines().nth(1).unwrap().split('\t').next().unwrap();
+    fs::remove_file(m.dir.join(first)).unwrap();
+    assert!(fs::symlink_metadata(m.dir.join(first)).is_err());
+    m.umount();
+    assert_fsck_clean(&img);
+    let after = mount_list(&img, &dir.join("mnt"));
+    let want: String = nokey
+        .lines()
+        .filter(|l| !l.starts_with(&format!("{first}\t")))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert_eq!(after, want);
 }
