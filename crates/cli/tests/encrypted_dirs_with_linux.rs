@@ -19,8 +19,9 @@
 //!    link, truncate: ENOKEY; chmod works; unlink of a no-key name works) and lists again;
 //!    uf2fs, through its mount on a copy, answers every probe alike and then lists what Linux
 //!    lists. It also writes to the plain part (files, a directory, a rename of the encrypted
-//!    directory itself). fsck.f2fs is clean, and Linux lists exactly what uf2fs lists and
-//!    reads the new plain files back.
+//!    directory itself) and removes an empty encrypted directory by its no-key name.
+//!    fsck.f2fs is clean, and Linux lists exactly what uf2fs lists and reads the new plain
+//!    files back.
 //!
 //! `encrypted_casefolded_dir_equals_linux`: a directory both encrypted and casefolded (its
 //! stored hashes are keyed SipHashes that only Linux with the key can compute): uf2fs lists
@@ -335,6 +336,14 @@ fn nokey_view_equals_linux() {
     fs::write(m.dir.join("plain/dir/deeper"), vec![7u8; 100_000]).unwrap();
     fs::rename(m.dir.join("e1"), m.dir.join("plain/e1-moved")).unwrap();
     fs::remove_file(m.dir.join("plain/p")).unwrap();
+    // An empty encrypted directory goes by its no-key name, as in Linux.
+    let inner = linux_after
+        .lines()
+        .map(|l| l.split('\t').collect::<Vec<_>>())
+        .find(|f| f[0].starts_with("e2/") && f[0].matches('/').count() == 2 && f[3] == "type d")
+        .map(|f| f[0].to_owned())
+        .unwrap();
+    fs::remove_dir(m.dir.join(&inner)).unwrap();
     m.umount();
     assert_fsck_clean(&copy);
     let mine = mount_list(&copy, &dir.join("mnt"));
@@ -345,6 +354,7 @@ fn nokey_view_equals_linux() {
         "Linux lists what uf2fs left"
     );
     assert!(mine.contains("plain/e1-moved/"), "{mine}");
+    assert!(!mine.contains(&format!("{inner}\t")), "{mine}");
     assert_eq!(
         fs::read_to_string(out.join("new.txt")).unwrap(),
         "written by uf2fs\n"
