@@ -27,6 +27,12 @@
 //! stored hashes are keyed SipHashes that only Linux with the key can compute): uf2fs lists
 //! Linux's no-key names and finds each again; an unlink by a no-key name through the mount
 //! leaves fsck.f2fs clean.
+//!
+//! `fsync_in_encrypted_dirs_recovers_like_linux`: new files fsync'd in an encrypted and in
+//! an encrypted casefolded directory, then a crash (F2FS_IOC_SHUTDOWN, no checkpoint); uf2fs
+//! replays their entries by the ciphertext names their inodes record (the casefolded one by
+//! the hash kept after the name) and lists what Linux lists after its own recovery; fsck.f2fs
+//! is clean and Linux reads the image uf2fs recovered alike.
 
 #![allow(
     clippy::unwrap_used,
@@ -425,4 +431,72 @@ fn encrypted_casefolded_dir_equals_linux() {
         .map(|l| format!("{l}\n"))
         .collect();
     assert_eq!(after, want);
+}
+
+/// The guest's part of a crash: files made and fsync'd in an encrypted and in an encrypted
+/// casefolded directory after the last checkpoint, then F2FS_IOC_SHUTDOWN without a sync.
+const CRASH: &str = r#"
+set -e
+P=$PAYLOAD/fscrypt
+M=/tmp/m; mkdir -p $M; mount -t f2fs /dev/vda $M; cd $M
+mkdir e2 cf
+$P setup e2 v2 32 > /dev/null
+$P setup cf v2 16 > /dev/null
+$PAYLOAD/casefold setflag cf > /dev/null
+echo old > e2/old
+echo old > cf/Old
+sync
+head -c 9000 /dev/urandom > e2/newfile
+echo hello > cf/NewFile
+$PAYLOAD/shutdown fsync e2/newfile cf/NewFile
+$PAYLOAD/shutdown $M nosync
+cd /; umount $M || true
+"#;
+
+/// The guest's part after a crash or a recovery: mount (Linux recovers what it finds), list.
+const LIST: &str = r#"
+set -e
+M=/tmp/m; mkdir -p $M; mount -t f2fs /dev/vda $M
+$PAYLOAD/fscrypt list $M > $OUT/list.txt
+umount $M
+"#;
+
+#[test]
+fn fsync_in_encrypted_dirs_recovers_like_linux() {
+    let dir = scratch("encrypted_recovery");
+    let img = dir.join("img");
+    fs::File::create(&img).unwrap().set_len(128 << 20).unwrap();
+    run(Command::new("mkfs.f2fs")
+        .args(["-q", "-f", "-O", "encrypt,casefold", "-C", "utf8"])
+        .arg(&img));
+    let cf = image_helper("casefold");
+    let sd = image_helper("shutdown");
+    linux(&img, CRASH, &dir.join("crash"), &[&cf, &sd]);
+    let copy = dir.join("copy");
+    fs::copy(&img, &copy).unwrap();
+    // Linux recovers a copy of the crash image and lists it without the key.
+    let linux_list =
+        fs::read_to_string(linux(&copy, LIST, &dir.join("linux-recovers"), &[]).join("list.txt"))
+            .unwrap();
+    assert!(linux_list.contains("\tsize 9000\t"), "{linux_list}");
+    assert_eq!(linux_list.lines().count(), 6, "{linux_list}");
+    // uf2fs replays the same chain: in memory, then for good.
+    let fs_ = Fs::open(&img).unwrap();
+    assert!(
+        fs_.mount_notes()
+            .iter()
+            .any(|n| n.contains("2 files, 2 entries")),
+        "{:?}",
+        fs_.mount_notes()
+    );
+    assert_eq!(engine_list(&fs_), linux_list, "read-only replay");
+    drop(fs_);
+    let fs_ = Fs::open_rw(&img).unwrap();
+    assert_eq!(engine_list(&fs_), linux_list, "writable replay");
+    fs_.unmount().unwrap();
+    assert_fsck_clean(&img);
+    let after =
+        fs::read_to_string(linux(&img, LIST, &dir.join("linux-after"), &[]).join("list.txt"))
+            .unwrap();
+    assert_eq!(after, linux_list, "Linux reads what uf2fs recovered");
 }

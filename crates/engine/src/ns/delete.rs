@@ -30,6 +30,15 @@ impl Fs {
     /// is the length of the name on disk).
     pub(crate) fn find_entry(&self, dir: &Inode, name: &[u8]) -> Result<Found> {
         let q = self.vol().dir_query(dir, name)?;
+        self.find_entry_query(dir, &q)
+    }
+
+    /// Finds the entry `q` asks for in directory `dir`, with its place.
+    pub(crate) fn find_entry_query(
+        &self,
+        dir: &Inode,
+        q: &crate::ns::dir::Query<'_>,
+    ) -> Result<Found> {
         let hash = q.hash();
         let mut found = None;
         if dir.has_inline_dentry() {

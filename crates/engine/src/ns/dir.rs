@@ -30,6 +30,9 @@ pub(crate) enum Query<'a> {
     Plain(DirName<'a>, Option<Encoding>),
     /// A no-key name of an encrypted directory, decoded.
     NoKey(NoKeyName),
+    /// An on-disk name with its stored hash, compared byte for byte (recovery's lookup of
+    /// the ciphertext name an inode records in an encrypted directory).
+    Raw { name: &'a [u8], hash: u32 },
 }
 
 impl Query<'_> {
@@ -38,6 +41,7 @@ impl Query<'_> {
         match self {
             Query::Plain(dn, _) => dn.hash(),
             Query::NoKey(n) => n.hash,
+            Query::Raw { hash, .. } => *hash,
         }
     }
 
@@ -46,7 +50,7 @@ impl Query<'_> {
     pub(crate) fn inline_hash(&self) -> bool {
         match self {
             Query::Plain(_, enc) => enc.is_some(),
-            Query::NoKey(_) => true,
+            Query::NoKey(_) | Query::Raw { .. } => true,
         }
     }
 
@@ -55,6 +59,7 @@ impl Query<'_> {
         match self {
             Query::Plain(dn, enc) => dn.matches(name, enc.as_ref()),
             Query::NoKey(n) => n.matches(name),
+            Query::Raw { name: want, .. } => *want == name,
         }
     }
 }
@@ -194,11 +199,17 @@ impl Vol {
             return Err(Error::NotFound);
         }
         let q = self.dir_query(dir, name)?;
+        self.lookup_query(dir, &q)
+    }
+
+    /// The inode number of the entry `q` asks for in `dir`.
+    pub(crate) fn lookup_query(&self, dir: &Inode, q: &Query<'_>) -> Result<u32> {
+        self.check_dir(dir)?;
         let hash = q.hash();
         let mut found = None;
         if dir.has_inline_dentry() {
             let h = q.inline_hash().then_some(hash);
-            self.for_each_dentry(dir, &mut finder(&mut found, &q, h))?;
+            self.for_each_dentry(dir, &mut finder(&mut found, q, h))?;
             return found.ok_or(Error::NotFound);
         }
         let nblocks = dir_blocks(dir);
@@ -220,7 +231,7 @@ impl Vol {
                     dir,
                     DentryArea::block(&b),
                     fblk,
-                    &mut finder(&mut found, &q, Some(hash)),
+                    &mut finder(&mut found, q, Some(hash)),
                 )?;
                 if let (ControlFlow::Break(()), Some(ino)) = (flow, found) {
                     return Ok(ino);

@@ -470,8 +470,22 @@ impl Fs {
         ino: u32,
         ft: FileType,
     ) -> Result<()> {
+        let hash = self.vol().dir_name(&*self.inode(parent)?, name)?.0.hash();
+        self.add_entry_hashed(ws, parent, name, hash, ino, ft)
+    }
+
+    /// `add_entry` with the hash given (recovery's entries in encrypted directories, whose
+    /// hash comes from the inode's record, not from the name).
+    pub(crate) fn add_entry_hashed(
+        &self,
+        ws: &mut WriteState,
+        parent: u32,
+        name: &[u8],
+        hash: u32,
+        ino: u32,
+        ft: FileType,
+    ) -> Result<()> {
         let mut p = self.edit(parent)?;
-        let hash = self.vol().dir_name(&p.inode, name)?.0.hash();
         if p.inode.has_inline_dentry() {
             let r = p.inline_range();
             let done = p
