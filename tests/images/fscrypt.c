@@ -11,14 +11,16 @@
  *       is relative to DIR, T is one of f d l o, and WHAT is for a symlink "link TARGET" or
  *       "link err E", for a regular file "open ok" or "open err E", else "-".
  *   fscrypt probe DIR INO
- *       In encrypted DIR without its key: create, mkdir, symlink, rename, link, truncate and
- *       chmod answers (each "OP ok" or "OP err E"), then unlinks the entry whose inode is INO
- *       by its no-key name ("unlink ok" or "unlink err E").
+ *       In encrypted DIR without its key: create, mkdir, symlink, rename, link, truncate,
+ *       chmod and chattr +F (of the first subdirectory) answers (each "OP ok" or "OP err E"),
+ *       then unlinks the entry whose inode is INO by its no-key name ("unlink ok" or
+ *       "unlink err E").
  * Errors print as their names so that both sides compare as text.
  * Build static: gcc -O2 -static -o fscrypt fscrypt.c */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/fs.h>
 #include <linux/fscrypt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -159,11 +161,12 @@ static int probe(const char *dir, unsigned long ino)
 	DIR *d = opendir(dir);
 	if (!d) { perror(dir); return 1; }
 	struct dirent *e;
-	char other[8192] = "";
+	char other[8192] = "", sub[8192] = "";
 	while ((e = readdir(d))) {
 		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
 		if (e->d_ino == ino) snprintf(victim, sizeof victim, "%s/%s", dir, e->d_name);
 		else if (e->d_type == DT_REG && !*other) snprintf(other, sizeof other, "%s/%s", dir, e->d_name);
+		else if (e->d_type == DT_DIR && !*sub) snprintf(sub, sizeof sub, "%s/%s", dir, e->d_name);
 	}
 	closedir(d);
 	snprintf(p, sizeof p, "%s/newfile", dir);
@@ -178,6 +181,15 @@ static int probe(const char *dir, unsigned long ino)
 	answer("link", link(other, q));
 	answer("truncate", truncate(other, 0));
 	answer("chmod", chmod(other, 0600));
+	int fd = open(sub, O_RDONLY | O_DIRECTORY);
+	int flags = 0;
+	if (fd >= 0 && ioctl(fd, FS_IOC_GETFLAGS, &flags) == 0) {
+		flags |= 0x40000000; /* FS_CASEFOLD_FL */
+		answer("casefold", ioctl(fd, FS_IOC_SETFLAGS, &flags));
+	} else {
+		answer("casefold", -1);
+	}
+	if (fd >= 0) close(fd);
 	answer("unlink", *victim ? unlink(victim) : (errno = ENOENT, -1));
 	return 0;
 }

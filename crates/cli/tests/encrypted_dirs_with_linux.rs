@@ -16,9 +16,9 @@
 //!    encrypted file fails naming the key, `stat` names the policy and key, `extract` makes
 //!    the directories and symlinks, leaves the encrypted files out and says so (exit 1).
 //! 3. Linux probes the encrypted directory without the key (create, mkdir, symlink, rename,
-//!    link, truncate: ENOKEY; chmod works; unlink of a no-key name works) and lists again;
-//!    uf2fs, through its mount on a copy, answers every probe alike and then lists what Linux
-//!    lists. It also writes to the plain part (files, a directory, a rename of the encrypted
+//!    link, truncate, chattr +F: ENOKEY; chmod works; unlink of a no-key name works) and
+//!    lists again; uf2fs, through its mount on a copy, answers every probe alike and then
+//!    lists what Linux lists. It also writes to the plain part (files, a directory, a rename of the encrypted
 //!    directory itself) and removes an empty encrypted directory by its no-key name.
 //!    fsck.f2fs is clean, and Linux lists exactly what uf2fs lists and reads the new plain
 //!    files back.
@@ -325,6 +325,7 @@ fn nokey_view_equals_linux() {
     let linux_after = fs::read_to_string(out.join("after_probe.txt")).unwrap();
     assert!(linux_probe.contains("create err ENOKEY"), "{linux_probe}");
     assert!(linux_probe.contains("unlink ok"), "{linux_probe}");
+    assert!(linux_probe.contains("casefold err ENOKEY"), "{linux_probe}");
     let m = Mount::new(bin(), &copy, &dir.join("mnt"), &[]);
     let victim_ino = fs::read_to_string(&victim).unwrap();
     let mine = run(Command::new(image_helper("fscrypt"))

@@ -427,6 +427,11 @@ impl Fs {
             if changed == 0 {
                 return Ok(());
             }
+            // Linux's VFS asks fscrypt first: casefolding an encrypted directory needs its key
+            // (the dirhash key is derived from it).
+            if i.is_encrypted() && flags & !i.flags & iflags::CASEFOLD != 0 {
+                return Err(self.vol().no_key(&i));
+            }
             if changed & !iflags::CASEFOLD != 0 {
                 return Err(Error::Unsupported(format!(
                     "changing inode flags {:#x} is not supported yet (only the casefold flag)",
