@@ -17,7 +17,12 @@ use uf2fs_format::superblock::Superblock;
 use uf2fs_format::{le16, BLOCKS_PER_SEG, BLOCK_SIZE};
 use uf2fs_fuzz::fixture_full;
 
-const IMAGES: [&str; 4] = ["linux-default", "linux-extra", "linux-quota", "linux-compress"];
+const IMAGES: [&str; 4] = [
+    "linux-default",
+    "linux-extra",
+    "linux-quota",
+    "linux-compress",
+];
 
 struct Img<'a> {
     name: &'a str,
@@ -91,7 +96,11 @@ fn seed_image(img: &Img, out: &mut Out) {
         s[0] |= 1;
         s.extend_from_slice(img.block(addr + 1));
         s.extend_from_slice(img.block(addr + 2));
-        out.put("checkpoint", &format!("{name}-pack{pack}-payload-fixcrc"), &s);
+        out.put(
+            "checkpoint",
+            &format!("{name}-pack{pack}-payload-fixcrc"),
+            &s,
+        );
     }
 
     // summary: entry counts of the three data logs, then the blocks from cp_pack_start_sum.
@@ -152,7 +161,13 @@ fn seed_image(img: &Img, out: &mut Out) {
     let mut shapes = HashSet::new();
     for (ino, (addr, i)) in &inodes {
         let size_class = 64 - i.size.leading_zeros();
-        let shape = (i.file_type, i.inline, i.extra_isize, size_class, i.xattr_nid != 0);
+        let shape = (
+            i.file_type,
+            i.inline,
+            i.extra_isize,
+            size_class,
+            i.xattr_nid != 0,
+        );
         if !shapes.insert(shape) {
             continue;
         }
@@ -163,10 +178,19 @@ fn seed_image(img: &Img, out: &mut Out) {
         out.put("inode", &format!("{name}-ino{ino}"), &s);
         // Inline dentries and inline xattrs.
         if i.has_inline_dentry() {
-            out.put("dentry", &format!("{name}-inline-ino{ino}"), i.inline_area());
+            out.put(
+                "dentry",
+                &format!("{name}-inline-ino{ino}"),
+                i.inline_area(),
+            );
         }
-        if i.has_inline_xattr() && i.xattr_nid == 0 && i.inline_xattr_area().iter().any(|&b| b != 0) {
-            out.put("xattr", &format!("{name}-inline-ino{ino}"), i.inline_xattr_area());
+        if i.has_inline_xattr() && i.xattr_nid == 0 && i.inline_xattr_area().iter().any(|&b| b != 0)
+        {
+            out.put(
+                "xattr",
+                &format!("{name}-inline-ino{ino}"),
+                i.inline_xattr_area(),
+            );
         }
     }
     // Dentry blocks of directories kept in blocks.
@@ -178,7 +202,11 @@ fn seed_image(img: &Img, out: &mut Out) {
         for slot in 0..i.addr_slots().min(4) {
             let a = i.data_addr(slot);
             if l.in_main(a) && dblocks < 8 {
-                out.put("dentry", &format!("{name}-ino{ino}-blk{slot}"), img.block(a.into()));
+                out.put(
+                    "dentry",
+                    &format!("{name}-ino{ino}-blk{slot}"),
+                    img.block(a.into()),
+                );
                 dblocks += 1;
             }
         }
@@ -211,9 +239,17 @@ fn seed_image(img: &Img, out: &mut Out) {
         out.put("image", "sb0-magic", &patch(&[(1024, 0)]));
         // cp_payload is at byte 1664 of the superblock.
         out.put("image", "sb0-cp-payload", &patch(&[(1024 + 1664, 1)]));
-        out.put("image", "sb0-both-copies", &patch(&[(1024, 0), (bs + 1024, 0)]));
+        out.put(
+            "image",
+            "sb0-both-copies",
+            &patch(&[(1024, 0), (bs + 1024, 0)]),
+        );
         let cp_addr = cp.pack_addr * bs;
-        out.put("image", "cp-flags", &patch(&[(cp_addr + 132, same(cp_addr + 132) ^ 4)]));
+        out.put(
+            "image",
+            "cp-flags",
+            &patch(&[(cp_addr + 132, same(cp_addr + 132) ^ 4)]),
+        );
         out.put("image", "cp-ver", &patch(&[(cp_addr, same(cp_addr) ^ 1)]));
         let nat = nat_addr * bs + 3 * 9 + 1; // nid 3's ino field
         out.put("image", "nat-root", &patch(&[(nat, same(nat) ^ 1)]));
@@ -224,7 +260,11 @@ fn seed_image(img: &Img, out: &mut Out) {
             out.put("image", "root-mode", &patch(&[(r, same(r) ^ 0x40)]));
             out.put("image", "root-inline", &patch(&[(r + 3, same(r + 3) ^ 4)]));
             let first = r + I_ADDR_OFFSET as u64 + 4;
-            out.put("image", "root-dentry-bitmap", &patch(&[(first, same(first) ^ 0xff)]));
+            out.put(
+                "image",
+                "root-dentry-bitmap",
+                &patch(&[(first, same(first) ^ 0xff)]),
+            );
         }
     }
 }
@@ -233,7 +273,10 @@ fn main() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("corpus");
     let mut out = Out { dir, n: 0 };
     for name in IMAGES {
-        let img = Img { name, data: fixture_full(name) };
+        let img = Img {
+            name,
+            data: fixture_full(name),
+        };
         seed_image(&img, &mut out);
         eprintln!("{name}: done");
     }
@@ -265,5 +308,59 @@ fn main() {
     }
     list.extend_from_slice(&[0; 4]);
     out.put("xattr", "acl-list", &list);
+    seed_quota(&mut out);
+    seed_clusters(&mut out);
     eprintln!("{} seeds in {}", out.n, out.dir.display());
+}
+
+/// The quota files of the linux-quota fixture, as the `quota` target takes them (type byte,
+/// two ids, the file).
+fn seed_quota(out: &mut Out) {
+    use uf2fs_engine::uf2fs_device::MemDevice;
+    let dev = MemDevice::new(fixture_full("linux-quota"), true);
+    let fs = uf2fs_engine::Fs::with_device(Box::new(dev)).expect("linux-quota mounts");
+    for (kind, ino) in fs.superblock().quota_inos().into_iter().enumerate() {
+        if ino == 0 {
+            continue;
+        }
+        let size = fs.inode(ino).expect("quota inode").size as usize;
+        let mut file = vec![0u8; size];
+        let n = fs.read(ino, 0, &mut file).expect("quota file reads");
+        file.truncate(n);
+        let mut input = vec![kind as u8];
+        input.extend_from_slice(&0u32.to_le_bytes());
+        input.extend_from_slice(&70_000u32.to_le_bytes());
+        input.extend_from_slice(&file);
+        out.put("quota", &format!("linux-quota-{kind}"), &input);
+    }
+}
+
+/// Valid compressed clusters (LZ4 and ZSTD, with and without the checksum) for the `cluster`
+/// target: byte 0 the settings, then the header and the compressed bytes.
+fn seed_clusters(out: &mut Out) {
+    let mut plain = Vec::new();
+    let mut i = 0u32;
+    while plain.len() < 4 * BLOCK_SIZE {
+        plain.extend_from_slice(format!("line {i} of a compressible cluster\n").as_bytes());
+        i += 1;
+    }
+    plain.truncate(4 * BLOCK_SIZE);
+    for (alg, body) in [
+        (1u8, lz4_flex::block::compress(&plain)),
+        (2u8, zstd::bulk::compress(&plain, 3).expect("zstd")),
+    ] {
+        for checksum in [false, true] {
+            let crc = uf2fs_format::crc::f2fs_crc32(uf2fs_format::crc::F2FS_SUPER_MAGIC, &body);
+            let mut input = vec![alg | if checksum { 4 } else { 0 }];
+            input.extend_from_slice(&(body.len() as u32).to_le_bytes());
+            input.extend_from_slice(&(if checksum { crc } else { 0 }).to_le_bytes());
+            input.extend_from_slice(&[0u8; 16]);
+            input.extend_from_slice(&body);
+            out.put(
+                "cluster",
+                &format!("alg{alg}-crc{}", u8::from(checksum)),
+                &input,
+            );
+        }
+    }
 }

@@ -45,7 +45,14 @@ fn exercise(cp: &Checkpoint, payload: &[[u8; BLOCK_SIZE]]) {
     for (bit, _) in flags::NAMES {
         sink(cp.has_flag(bit));
     }
-    for n in [0, 1, 2, sb_default().cp_payload(), payload.len() as u32, u32::MAX] {
+    for n in [
+        0,
+        1,
+        2,
+        sb_default().cp_payload(),
+        payload.len() as u32,
+        u32::MAX,
+    ] {
         sink(cp.orphan_blocks(n));
     }
     sink(cp.node_cp_ver());
@@ -110,7 +117,10 @@ fuzz_target!(|data: &[u8]| {
     }
     sink(version_after(cp.version(), 1));
     sink(version_after(1, cp.version()));
-    sink(version_after(cp.version(), cp.version().wrapping_add(1 << 63)));
+    sink(version_after(
+        cp.version(),
+        cp.version().wrapping_add(1 << 63),
+    ));
 
     // Without payload (the normal layout) and with it (SIT bitmap in the payload).
     for p in [&payload[..0], &payload[..]] {

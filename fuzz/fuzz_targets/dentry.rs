@@ -22,7 +22,10 @@ fn walk(area: DentryArea<'_>) {
     let mut count = 0usize;
     for e in area.iter() {
         count += 1;
-        assert!(count <= n + 1, "dentry iterator yields more items than slots");
+        assert!(
+            count <= n + 1,
+            "dentry iterator yields more items than slots"
+        );
         match e {
             Ok(e) => {
                 assert!(e.slot < n);

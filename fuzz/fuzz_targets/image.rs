@@ -71,7 +71,9 @@ impl BlockDevice for Overlay {
     fn read_blocks(&self, blkaddr: u64, buf: &mut [u8], cause: IoCause) -> io::Result<()> {
         let n = (buf.len() / BLOCK_SIZE) as u64;
         if buf.len() % BLOCK_SIZE != 0
-            || blkaddr.checked_add(n).is_none_or(|e| e > self.block_count())
+            || blkaddr
+                .checked_add(n)
+                .is_none_or(|e| e > self.block_count())
         {
             return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "past the end"));
         }
@@ -150,7 +152,10 @@ fn visit_dir(fs: &Fs, ino: u32) {
         }
         Err(e) => sink(e.to_string()),
     }
-    sink(fs.lookup(ino, b"no such name in this directory").map_err(|e| e.to_string()));
+    sink(
+        fs.lookup(ino, b"no such name in this directory")
+            .map_err(|e| e.to_string()),
+    );
 }
 
 fuzz_target!(|data: &[u8]| {
@@ -199,7 +204,12 @@ fuzz_target!(|data: &[u8]| {
         sink(e.to_string());
     }
     sink(entries);
-    for p in [&b"/links/short"[..], b"/deep/l1/l2/l3", b"/files/../xattr/big", b"/nope"] {
+    for p in [
+        &b"/links/short"[..],
+        b"/deep/l1/l2/l3",
+        b"/files/../xattr/big",
+        b"/nope",
+    ] {
         sink(fs.resolve(p, true).map_err(|e| e.to_string()));
     }
     sink(fs.device_counters());

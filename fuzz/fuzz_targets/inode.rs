@@ -18,14 +18,34 @@ use uf2fs_format::{xattr, BLOCK_SIZE};
 use uf2fs_fuzz::{sb_default, sb_extra, sink, to_block};
 
 fn exercise(i: &Inode) {
-    sink((i.ino, i.mode, i.advise, i.inline, i.uid, i.gid, i.links, i.size, i.blocks));
-    sink((i.atime, i.ctime, i.mtime, i.crtime, i.generation, i.current_depth));
-    sink((i.xattr_nid, i.flags, i.pino, &i.name, i.dir_level, i.extra_isize));
+    sink((
+        i.ino, i.mode, i.advise, i.inline, i.uid, i.gid, i.links, i.size, i.blocks,
+    ));
+    sink((
+        i.atime,
+        i.ctime,
+        i.mtime,
+        i.crtime,
+        i.generation,
+        i.current_depth,
+    ));
+    sink((
+        i.xattr_nid,
+        i.flags,
+        i.pino,
+        &i.name,
+        i.dir_level,
+        i.extra_isize,
+    ));
     sink((i.inline_xattr_words, i.projid, i.checksum, i.footer));
     let t = i.file_type;
     assert_eq!(FileType::from_mode(i.mode), Some(t));
     assert_eq!(FileType::from_dentry_code(t.dentry_code()), Some(t));
-    sink((i.has_inline_data(), i.has_inline_dentry(), i.has_inline_xattr()));
+    sink((
+        i.has_inline_data(),
+        i.has_inline_dentry(),
+        i.has_inline_xattr(),
+    ));
     sink((i.is_encrypted(), i.is_compressed(), i.is_casefolded()));
     sink(i.check_readable().map_err(|e| e.to_string()));
 
@@ -52,7 +72,14 @@ fn exercise(i: &Inode) {
         }
     }
     let xa = i.inline_xattr_area();
-    assert_eq!(xa.len(), if i.has_inline_xattr() { 4 * usize::from(i.inline_xattr_words) } else { 0 });
+    assert_eq!(
+        xa.len(),
+        if i.has_inline_xattr() {
+            4 * usize::from(i.inline_xattr_words)
+        } else {
+            0
+        }
+    );
     match xattr::parse(xa, i.ino) {
         Ok(list) => {
             for x in list {
@@ -76,7 +103,12 @@ fn parse(block: &[u8; BLOCK_SIZE], ino: u32, sb: &Superblock) {
 fuzz_target!(|data: &[u8]| {
     let mut block = to_block(data);
     let footer = Footer::of(&block);
-    sink((footer.ofs(), footer.is_cold(), footer.is_fsync(), footer.is_dent()));
+    sink((
+        footer.ofs(),
+        footer.is_cold(),
+        footer.is_fsync(),
+        footer.is_dent(),
+    ));
     let ino = footer.nid;
 
     // The block as a direct or indirect node, too.

@@ -39,8 +39,14 @@ fn journals(nat_count: u16, nat_body: &[u8], sit_count: u16, sit_body: &[u8], ma
 
 fn exercise_sit(e: &SitEntry) {
     sink((e.seg_type, e.valid_blocks, e.mtime));
-    let set = (0..BLOCKS_PER_SEG as usize).filter(|&i| e.is_valid(i)).count();
-    assert_eq!(set, usize::from(e.valid_blocks), "SitEntry::parse let a bad count through");
+    let set = (0..BLOCKS_PER_SEG as usize)
+        .filter(|&i| e.is_valid(i))
+        .count();
+    assert_eq!(
+        set,
+        usize::from(e.valid_blocks),
+        "SitEntry::parse let a bad count through"
+    );
     sink(e.is_valid(usize::MAX));
 }
 
@@ -58,7 +64,13 @@ fuzz_target!(|data: &[u8]| {
     journals(nat_count, body_a, sit_count, body_b, main_segs);
     journals(nat_count, body_a, sit_count, body_b, layout.main_segments);
     // Wrong-sized bodies are refused, not read past.
-    journals(nat_count, &block[..JOURNAL_BODY - 1], sit_count, &block[..0], main_segs);
+    journals(
+        nat_count,
+        &block[..JOURNAL_BODY - 1],
+        sit_count,
+        &block[..0],
+        main_segs,
+    );
     // Journals where a compacted summary block keeps them.
     let c0 = le16(&block[..], 0).unwrap_or(0);
     let c1 = le16(&block[..], JOURNAL_SIZE).unwrap_or(0);

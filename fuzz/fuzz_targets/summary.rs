@@ -7,12 +7,12 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
+use uf2fs_format::le16;
 use uf2fs_format::nat::parse_nat_journal;
 use uf2fs_format::sit::parse_sit_journal;
 use uf2fs_format::summary::{
     compacted_blocks, parse_compacted, Summary, ENTRIES_IN_SUM, SUM_TYPE_DATA, SUM_TYPE_NODE,
 };
-use uf2fs_format::le16;
 use uf2fs_fuzz::{layout_default, sink, to_blocks};
 
 fn exercise(s: &Summary) {

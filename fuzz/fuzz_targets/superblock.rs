@@ -17,7 +17,13 @@ fn exercise(sb: &Superblock) {
     sink(raw.magic.get());
     let l = sb.layout();
     sink(l.main_end());
-    for addr in [0, l.main.wrapping_sub(1), l.main, l.main.wrapping_add(1), u32::MAX] {
+    for addr in [
+        0,
+        l.main.wrapping_sub(1),
+        l.main,
+        l.main.wrapping_add(1),
+        u32::MAX,
+    ] {
         sink(l.in_main(addr));
     }
     sink(l.nat_blocks());

@@ -22,15 +22,17 @@ fuzz_target!(|data: &[u8]| {
                 }
                 match x.user_value(INO) {
                     Ok(v) => {
-                        if !matches!(x.index, index::POSIX_ACL_ACCESS | index::POSIX_ACL_DEFAULT)
-                        {
+                        if !matches!(x.index, index::POSIX_ACL_ACCESS | index::POSIX_ACL_DEFAULT) {
                             assert_eq!(v, x.value);
                         }
                     }
                     Err(e) => sink(e.to_string()),
                 }
             }
-            assert!(list.is_empty() || used <= data.len(), "entries run past the buffer");
+            assert!(
+                list.is_empty() || used <= data.len(),
+                "entries run past the buffer"
+            );
         }
         Err(e) => sink(e.to_string()),
     }

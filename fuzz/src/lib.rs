@@ -16,8 +16,8 @@ pub fn fixture_path(name: &str) -> PathBuf {
 /// The first `len` bytes of a fixture image (decompressing only that much).
 pub fn fixture_prefix(name: &str, len: usize) -> Vec<u8> {
     let path = fixture_path(name);
-    let file = std::fs::File::open(&path)
-        .unwrap_or_else(|e| panic!("fixture {}: {e}", path.display()));
+    let file =
+        std::fs::File::open(&path).unwrap_or_else(|e| panic!("fixture {}: {e}", path.display()));
     let mut out = vec![0u8; len];
     flate2::read::GzDecoder::new(file)
         .read_exact(&mut out)
@@ -28,8 +28,8 @@ pub fn fixture_prefix(name: &str, len: usize) -> Vec<u8> {
 /// A whole fixture image, decompressed.
 pub fn fixture_full(name: &str) -> Vec<u8> {
     let path = fixture_path(name);
-    let file = std::fs::File::open(&path)
-        .unwrap_or_else(|e| panic!("fixture {}: {e}", path.display()));
+    let file =
+        std::fs::File::open(&path).unwrap_or_else(|e| panic!("fixture {}: {e}", path.display()));
     let mut out = Vec::new();
     flate2::read::GzDecoder::new(file)
         .read_to_end(&mut out)

@@ -22,8 +22,29 @@ const MEASURED: u64 = 8;
 /// No block: a free physical slot, or a segment in no bucket.
 const NONE: u32 = u32::MAX;
 
-/// The greedy WAF, or why there is none (no room to clean: utilisation too high).
+/// Which logical blocks the overwrites pick.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Skew {
+    /// Uniform over the live blocks.
+    Uniform,
+    /// `share` % of the writes to the first `pct` % of the blocks, the rest to the others,
+    /// uniform within each region (wload-skew's hotcold).
+    HotCold { pct: u32, share: u32 },
+    /// Ranks from a Zipf(`theta`) distribution, rank r at block r (wload-skew spreads the
+    /// ranks over the file; one log has no notion of where a block is, so that changes
+    /// nothing here).
+    Zipf { theta: f64 },
+}
+
+/// The greedy WAF under uniform writes, or why there is none (no room to clean).
+#[cfg(test)]
 pub fn waf(segments: u32, blocks: u32, utilisation: f64) -> Result<f64, String> {
+    waf_skewed(segments, blocks, utilisation, Skew::Uniform)
+}
+
+/// The WAF of exact greedy cleaning of one log (no hot/cold separation) under `skew`: the
+/// single-log greedy figure the skewed workloads are judged against.
+pub fn waf_skewed(segments: u32, blocks: u32, utilisation: f64, skew: Skew) -> Result<f64, String> {
     if segments < 3 || blocks == 0 || !(0.0..1.0).contains(&utilisation) {
         return Err(format!(
             "greedy: no model for {segments} segments of {blocks} blocks at {utilisation}"
@@ -37,15 +58,59 @@ pub fn waf(segments: u32, blocks: u32, utilisation: f64) -> Result<f64, String> 
     }
     let mut log = Log::new(segments, blocks, live as u32);
     let mut rng = crate::splitmix::SplitMix(0x05ee_d0f6_eed1);
+    let mut pick = picker(skew, live)?;
     for _ in 0..live * WARM_UP {
-        log.overwrite(rng.below(live) as u32)?;
+        log.overwrite(pick(&mut rng))?;
     }
     let (user0, moved0) = (log.user, log.moved);
     for _ in 0..live * MEASURED {
-        log.overwrite(rng.below(live) as u32)?;
+        log.overwrite(pick(&mut rng))?;
     }
     let user = (log.user - user0) as f64;
     Ok((user + (log.moved - moved0) as f64) / user)
+}
+
+/// Draws the next overwritten logical block.
+type Picker = Box<dyn FnMut(&mut crate::splitmix::SplitMix) -> u32>;
+
+/// A sampler of logical blocks in `0..live` for `skew`.
+fn picker(skew: Skew, live: u64) -> Result<Picker, String> {
+    let unit =
+        |rng: &mut crate::splitmix::SplitMix| (rng.next() >> 11) as f64 / (1u64 << 53) as f64;
+    Ok(match skew {
+        Skew::Uniform => Box::new(move |rng| rng.below(live) as u32),
+        Skew::HotCold { pct, share } => {
+            if pct == 0 || pct >= 100 || share > 100 {
+                return Err(format!("greedy: hot/cold {pct}% / {share}% makes no model"));
+            }
+            let hot = (live * u64::from(pct) / 100).clamp(1, live - 1);
+            Box::new(move |rng| {
+                if rng.below(100) < u64::from(share) {
+                    rng.below(hot) as u32
+                } else {
+                    (hot + rng.below(live - hot)) as u32
+                }
+            })
+        }
+        Skew::Zipf { theta } => {
+            if theta.is_nan() || theta < 0.0 {
+                return Err(format!("greedy: Zipf exponent {theta}"));
+            }
+            let mut cdf = Vec::with_capacity(live as usize);
+            let mut sum = 0.0;
+            for r in 0..live {
+                sum += ((r + 1) as f64).powf(-theta);
+                cdf.push(sum);
+            }
+            for c in &mut cdf {
+                *c /= sum;
+            }
+            Box::new(move |rng| {
+                let x = unit(rng);
+                cdf.partition_point(|&c| c < x).min(live as usize - 1) as u32
+            })
+        }
+    })
 }
 
 struct Log {
@@ -199,5 +264,20 @@ mod tests {
     #[test]
     fn a_full_log_has_no_limit() {
         assert!(waf(10, 64, 0.99).is_err());
+    }
+
+    #[test]
+    fn skew_costs_one_log_more_than_uniform() {
+        // One log mixes hot and cold blocks, so greedy keeps copying cold data: the
+        // textbook result (Rosenblum and Ousterhout) that skew hurts greedy in one log.
+        let uniform = waf(400, 128, 0.8).unwrap();
+        let hot_cold = waf_skewed(400, 128, 0.8, Skew::HotCold { pct: 20, share: 80 }).unwrap();
+        let zipf = waf_skewed(400, 128, 0.8, Skew::Zipf { theta: 0.9 }).unwrap();
+        assert!(
+            hot_cold > uniform,
+            "hot/cold {hot_cold} vs uniform {uniform}"
+        );
+        assert!(zipf > 1.0 && zipf.is_finite(), "zipf {zipf}");
+        assert!(waf_skewed(400, 128, 0.8, Skew::HotCold { pct: 0, share: 80 }).is_err());
     }
 }

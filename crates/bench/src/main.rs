@@ -25,10 +25,14 @@
 //! `io`: the I/O path (issue 14): fio and small-file tree workloads on the raw backing file,
 //! a uf2fs FUSE mount, ext4 on a loop device and the engine in-process, in one run (`io.rs`).
 //!
+//! `compress`: reading Linux-written compressed images against the same tree uncompressed
+//! (`compress.rs`).
+//!
 //! `victim-pick`: the cleaner's victim index (`uf2fs_engine::victim`): the mean time of a
 //! pick under each policy and of an update, from 10^3 to 10^6 sections (see
 //! `victim_pick.rs`).
 
+mod compress;
 mod greedy;
 mod io;
 mod splitmix;
@@ -118,6 +122,9 @@ enum Cmd {
     /// The I/O path: fio and small-file tree workloads on the raw file, a uf2fs FUSE mount,
     /// ext4 on a loop device and the engine in-process, side by side (issue 14).
     Io(Box<io::IoArgs>),
+    /// Reading compressed images (Linux-written, every algorithm) against the same tree
+    /// uncompressed: extract and FUSE reads, with the space Linux saved (issue 15).
+    Compress(Box<compress::CompressArgs>),
 }
 
 fn median_secs(runs: usize, mut f: impl FnMut()) -> f64 {
@@ -615,6 +622,12 @@ fn main() {
         Cmd::Io(args) => {
             if let Err(e) = io::run(&args) {
                 eprintln!("io: {e}");
+                std::process::exit(1);
+            }
+        }
+        Cmd::Compress(args) => {
+            if let Err(e) = compress::run(&args) {
+                eprintln!("compress: {e}");
                 std::process::exit(1);
             }
         }

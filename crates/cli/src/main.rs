@@ -23,13 +23,33 @@ use std::process::ExitCode;
     about = "F2FS images without the kernel: mount, inspect, change, check and extract"
 )]
 struct Cli {
+    /// Another device of a multi-device volume (mkfs.f2fs -c): give one --device per device
+    /// the volume lists after IMAGE, in that order. Devices not named are looked for at the
+    /// paths recorded in the superblock. For `mount`, -o device=PATH says the same.
+    #[arg(
+        long = "device",
+        value_name = "PATH",
+        global = true,
+        action = clap::ArgAction::Append
+    )]
+    devices: Vec<PathBuf>,
     #[command(subcommand)]
     cmd: Cmd,
 }
 
+/// The devices named with `--device` (set once, before any command runs).
+static DEVICES: std::sync::OnceLock<Vec<PathBuf>> = std::sync::OnceLock::new();
+
+/// The other devices of a multi-device volume that the user named, in order.
+pub fn devices() -> &'static [PathBuf] {
+    DEVICES.get().map_or(&[], Vec::as_slice)
+}
+
 #[derive(Subcommand)]
 enum Cmd {
-    /// Make an F2FS file system (mkfs.f2fs 1.15's layout) on an image file or block device.
+    /// Make an F2FS file system (mkfs.f2fs 1.15's layout) on an image file or block device;
+    /// with --device (once per device, as mkfs.f2fs -c), a volume spanning IMAGE and the
+    /// devices, each used whole, their paths recorded as given.
     Mkfs {
         image: PathBuf,
         /// Size with K/M/G/T suffix; makes the image file when it does not exist.
@@ -45,7 +65,7 @@ enum Cmd {
         label: String,
         /// Comma-separated, as mkfs.f2fs -O: extra_attr, inode_checksum, flexible_inline_xattr,
         /// inode_crtime, lost_found, sb_checksum, encrypt, verity, compression, casefold
-        /// (utf8); quota, project_quota and ro are refused, naming why.
+        /// (utf8), quota, project_quota (with their quota files); ro is refused, naming why.
         #[arg(long, short = 'O', default_value = "")]
         features: String,
         /// Overwrite an image or device that holds data.
@@ -75,7 +95,8 @@ enum Cmd {
         /// Comma-separated mount options: ro, allow_other, allow_root, default_permissions,
         /// background_gc=on|off|sync, checkpoint_merge, nocheckpoint_merge, mode=adaptive|lfs,
         /// fsync_mode=posix|strict|nobarrier, [no]inline_data, [no]inline_dentry,
-        /// inline_xattr, log=auto|journald|syslog|file, and the generic nodev, nosuid,
+        /// inline_xattr, log=auto|journald|syslog|file, device=PATH (another device of a
+        /// multi-device volume, once per device in order), and the generic nodev, nosuid,
         /// noexec, noatime...
         #[arg(short = 'o', value_name = "OPTIONS", action = clap::ArgAction::Append)]
         options: Vec<String>,
@@ -261,6 +282,7 @@ fn main() -> ExitCode {
         }
     }));
     let cli = Cli::parse();
+    let _ = DEVICES.set(cli.devices.clone());
     // A mount daemon says when it serves and when its final checkpoint is written.
     logging::init(match cli.cmd {
         Cmd::Mount { .. } => "info,fuser=error",
@@ -433,7 +455,7 @@ pub type CliResult = Result<(), Failure>;
 
 /// Opens an image, with the path in the error.
 pub fn open(image: &std::path::Path) -> Result<uf2fs_engine::Fs, Failure> {
-    let fs = uf2fs_engine::Fs::open(image)
+    let fs = uf2fs_engine::Fs::open_with(image, devices())
         .map_err(|e| Failure::Msg(format!("{}: {e}", image.display())))?;
     for n in fs.mount_notes() {
         tracing::warn!("{}: {n}", image.display());

@@ -3,9 +3,10 @@
 
 use crate::{CliResult, Failure};
 use std::io::Read;
+use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
-use uf2fs_engine::uf2fs_device::FileDevice;
-use uf2fs_engine::{mkfs, parse_features, MkfsOptions};
+use uf2fs_engine::uf2fs_device::{BlockDevice, FileDevice};
+use uf2fs_engine::{mkfs, mkfs_devices, parse_features, MkfsDevice, MkfsOptions};
 
 /// Parses `512M`, `2G`, `1.5T`, `4096` (bytes), with K/M/G/T as powers of 1024.
 pub fn parse_size(s: &str) -> Result<u64, String> {
@@ -49,6 +50,40 @@ fn has_data(path: &Path) -> std::io::Result<bool> {
     Ok(buf.iter().any(|&b| b != 0))
 }
 
+/// An existing file or device of a multi-device volume may be overwritten with --force, or
+/// when it holds no data.
+fn check_overwrite(path: &Path, force: bool) -> CliResult {
+    let shown = path.display();
+    let m = std::fs::metadata(path).map_err(|e| format!("device {shown}: {e}"))?;
+    if m.is_dir() {
+        return Err(Failure::Msg(format!("device {shown} is a directory")));
+    }
+    if !force && has_data(path).map_err(|e| format!("device {shown}: {e}"))? {
+        return Err(Failure::Msg(format!(
+            "device {shown} is not empty: use --force to overwrite it"
+        )));
+    }
+    Ok(())
+}
+
+/// One device of a multi-device volume, opened for writing; its path is recorded as given
+/// (as mkfs.f2fs records its arguments: give absolute paths).
+fn mkfs_device(path: &Path) -> Result<MkfsDevice, Failure> {
+    let shown = path.display();
+    let dev = FileDevice::open(path, true).map_err(|e| format!("{shown}: {e}"))?;
+    let m = std::fs::metadata(path).map_err(|e| format!("{shown}: {e}"))?;
+    let bytes = if m.is_file() {
+        m.len()
+    } else {
+        dev.block_count() * 4096
+    };
+    Ok(MkfsDevice {
+        path: path.as_os_str().as_bytes().to_vec(),
+        bytes,
+        device: Box::new(dev),
+    })
+}
+
 pub struct Args<'a> {
     pub image: &'a Path,
     pub size: Option<&'a str>,
@@ -84,6 +119,18 @@ pub fn parse_uuid(s: &str) -> Result<[u8; 16], String> {
 }
 
 pub fn run(a: Args<'_>) -> CliResult {
+    if !crate::devices().is_empty() {
+        if a.sparse || a.size.is_some() {
+            return Err(Failure::Msg(
+                "a multi-device volume (--device) uses each device whole: \
+                 --size and --sparse cannot be given with it"
+                    .into(),
+            ));
+        }
+        for d in crate::devices() {
+            check_overwrite(d, a.force)?;
+        }
+    }
     if !a.sparse {
         return make(&a, a.image);
     }
@@ -157,7 +204,6 @@ fn make(a: &Args<'_>, image: &Path) -> CliResult {
             }
         }
     }
-    let dev = FileDevice::open(image, true).map_err(|e| format!("{shown}: {e}"))?;
     let opts = MkfsOptions {
         size,
         overprovision: a.overprovision,
@@ -169,7 +215,16 @@ fn make(a: &Args<'_>, image: &Path) -> CliResult {
         time: a.timestamp,
         ..MkfsOptions::default()
     };
-    let g = mkfs(&dev, &opts).map_err(|e| format!("{shown}: {e}"))?;
+    let g = if crate::devices().is_empty() {
+        let dev = FileDevice::open(image, true).map_err(|e| format!("{shown}: {e}"))?;
+        mkfs(&dev, &opts).map_err(|e| format!("{shown}: {e}"))?
+    } else {
+        let mut devices = vec![mkfs_device(image)?];
+        for d in crate::devices() {
+            devices.push(mkfs_device(d)?);
+        }
+        mkfs_devices(devices, &opts).map_err(|e| format!("{shown}: {e}"))?
+    };
     println!(
         "{shown}: F2FS, {} MiB, {} main segments of 2 MiB ({} per section), overprovision {:.3}% ({} segments, {} reserved), {} MiB for data",
         (g.block_count * 4096) >> 20,

@@ -23,7 +23,15 @@ pub struct Args<'a> {
 
 pub fn mount(a: Args<'_>) -> CliResult {
     // Options are checked here too, so a typo fails before anything starts.
-    let opts = MountOptions::parse(a.options)?;
+    let mut opts = MountOptions::parse(a.options)?;
+    if !crate::devices().is_empty() {
+        if !opts.devices.is_empty() {
+            return Err(Failure::Msg(
+                "name the other devices with --device or with -o device=, not both".into(),
+            ));
+        }
+        opts.devices = crate::devices().to_vec();
+    }
     if a.daemon_child {
         let _ = rustix::process::setsid();
         let (log, dest) = logging::choose(opts.log, log_file(a.mountpoint)?)?;
@@ -51,6 +59,9 @@ pub fn mount(a: Args<'_>) -> CliResult {
     cmd.arg("mount").arg(a.image).arg(a.mountpoint);
     for o in a.options {
         cmd.arg("-o").arg(o);
+    }
+    for d in crate::devices() {
+        cmd.arg("--device").arg(d);
     }
     cmd.arg("--foreground").arg("--daemon-child");
     cmd.env("GLIBC_TUNABLES", daemon_tunables());

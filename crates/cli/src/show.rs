@@ -129,6 +129,15 @@ pub fn info(image: &Path, json: bool) -> CliResult {
             ),
         ),
     ];
+    for (i, d) in info.devices.iter().enumerate() {
+        lines.push((
+            "device",
+            format!(
+                "{i}: {} ({} segments, blocks {}..{})",
+                d.recorded_path, d.segments, d.start, d.end
+            ),
+        ));
+    }
     for (name, start, len) in &info.areas {
         lines.push((
             "area",
@@ -475,7 +484,7 @@ pub fn stat(image: &Path, path: &str, json: bool) -> CliResult {
 pub fn fsck(image: &Path, json: bool) -> CliResult {
     // The checkpoint's structures are what is checked; a roll-forward chain after it (what
     // fsync wrote before a crash) is replayed by the next writable mount, and only noted here.
-    let fs = match uf2fs_engine::Fs::open_at_checkpoint(image) {
+    let fs = match uf2fs_engine::Fs::open_at_checkpoint_with(image, crate::devices()) {
         Ok(fs) => fs,
         Err(e) => {
             if json {

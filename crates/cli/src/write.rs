@@ -12,7 +12,8 @@ use std::path::Path;
 use uf2fs_engine::{Error, Fs, NewInode};
 
 pub(crate) fn open_rw(image: &Path) -> Result<Fs, Failure> {
-    Fs::open_rw(image).map_err(|e| Failure::Msg(format!("image {}: {e}", image.display())))
+    Fs::open_rw_with(image, crate::devices())
+        .map_err(|e| Failure::Msg(format!("image {}: {e}", image.display())))
 }
 
 /// Splits "/a/b/c" into ("/a/b", "c"); the root has no parent.

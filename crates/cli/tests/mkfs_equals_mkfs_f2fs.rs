@@ -142,16 +142,34 @@ fn compare_with(mib: u64, segs_per_sec: u32, features: &str, large: bool, theirs
     } else {
         1
     };
-    for i in 0..n {
+    // Quota files (an inode and two data blocks each): user and group, and project.
+    let quotas = features
+        .split(',')
+        .map(|f| match f {
+            "quota" => 2,
+            "project_quota" => 1,
+            _ => 0,
+        })
+        .sum::<u64>();
+    let blkoff = |at: usize| {
+        u64::from(u16::from_le_bytes(
+            blk(&a, cp)[at..at + 2].try_into().unwrap(),
+        ))
+    };
+    assert_eq!(blkoff(68), n + quotas, "{what}: hot node blocks");
+    assert_eq!(blkoff(116), n + 2 * quotas, "{what}: hot data blocks");
+    for i in 0..n + quotas {
         assert_eq!(
             masked(&blk(&a, hot_node + i), &inode_mask),
             masked(&blk(&b, hot_node + i), &inode_mask),
             "{what}: inode {i}"
         );
+    }
+    for i in 0..n + 2 * quotas {
         assert_eq!(
             blk(&a, hot_data + i),
             blk(&b, hot_data + i),
-            "{what}: dentry block {i}"
+            "{what}: dentry or quota block {i}"
         );
     }
     let out =
@@ -218,6 +236,18 @@ fn every_feature_mkfs_f2fs_takes_and_uf2fs_makes() {
     // writes what -C utf8 adds.
     compare_with(256, 1, "casefold", false, &["-C", "utf8"]);
     compare_with(256, 1, &format!("{EXTRA},casefold"), false, &["-C", "utf8"]);
+    // Quota: the user and group quota files (and the project one), their inodes after the
+    // root's and before lost+found's.
+    compare(256, 1, "quota");
+    compare(256, 1, "extra_attr,quota,lost_found");
+    compare(300, 2, &format!("{EXTRA},project_quota"));
+    compare_with(
+        256,
+        1,
+        &format!("{EXTRA},quota,project_quota,compression,casefold"),
+        false,
+        &["-C", "utf8"],
+    );
 }
 
 #[test]
@@ -242,12 +272,8 @@ fn refuses_to_overwrite_data_and_unknown_features() {
             "compression need extra_attr",
         ),
         (
-            vec!["--size", "64M", "-O", "extra_attr,quota"],
-            "feature quota: quota needs the user and group quota files",
-        ),
-        (
-            vec!["--size", "64M", "-O", "extra_attr,project_quota"],
-            "feature project_quota: project_quota turns on quota",
+            vec!["--size", "64M", "-O", "project_quota"],
+            "project_quota need extra_attr",
         ),
         (
             vec!["--size", "64M", "-O", "ro"],

@@ -87,3 +87,17 @@ fn extra_features_and_four_segment_sections() {
         ],
     );
 }
+
+/// Quota files from `uf2fs mkfs` (user, group and project): Linux turns quota on at mount,
+/// charges the job's files (one of them chowned), and fsck.f2fs recounts the quota files.
+#[test]
+fn quota_files() {
+    mkfs_write_in_linux_read_back(
+        "mkfs-linux-quota",
+        "256M",
+        &[
+            "-O",
+            "extra_attr,inode_checksum,lost_found,quota,project_quota",
+        ],
+    );
+}

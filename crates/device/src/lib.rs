@@ -14,12 +14,17 @@
 //! Backends: [`FileDevice`] (an image file or block device), [`SparseDevice`] (an Android
 //! sparse image, read-only; see `sparse.rs`), [`MemDevice`] (memory) and [`RecordingDevice`]
 //! (memory, logging every write and flush for crash tests; see `recording.rs`).
+//! [`JoinedDevice`] joins several devices end to end by block address (a multi-device volume;
+//! see `joined.rs`).
 //! [`open_image`] picks between the first two by the file's first bytes.
 //!
 //! This layer knows nothing about F2FS.
 
+mod joined;
 mod recording;
 mod sparse;
+
+pub use joined::{JoinedDevice, Part};
 
 pub use recording::{CrashLog, Epoch, Event, RecordingDevice, Replay};
 pub use sparse::{

@@ -38,7 +38,7 @@ impl Fs {
         // writes the change's data first), written below without the lock.
         let checkpoint = if r.is_ok() && std::mem::take(&mut ws.cp.wanted) {
             ws.cp.requests += 1;
-            Some(prepare(self.vol(), &mut ws, false))
+            Some(self.prepare_checkpoint(&mut ws, false))
         } else {
             None
         };
@@ -100,6 +100,35 @@ impl Fs {
                 return Ok(ws);
             }
         }
+    }
+
+    /// Prepares a checkpoint under the write lock (`checkpoint::prepare`), the quota files'
+    /// changes written first so that the checkpoint records them with the inodes they count.
+    pub(crate) fn prepare_checkpoint(
+        &self,
+        ws: &mut WriteState,
+        umount: bool,
+    ) -> Result<crate::durability::checkpoint::CheckpointWrites> {
+        self.flush_quota_or_fail(ws)?;
+        prepare(self.vol(), ws, umount)
+    }
+
+    /// Writes a checkpoint under the write lock (`checkpoint::write_checkpoint`), the quota
+    /// files' changes first.
+    pub(crate) fn checkpoint_now(&self, ws: &mut WriteState, umount: bool) -> Result<()> {
+        self.flush_quota_or_fail(ws)?;
+        crate::durability::checkpoint::write_checkpoint(self.vol(), ws, umount)
+    }
+
+    fn flush_quota_or_fail(&self, ws: &mut WriteState) -> Result<()> {
+        if ws.failed.is_some() {
+            return Ok(()); // `prepare` refuses with the reason
+        }
+        let r = self.flush_quota(ws);
+        if let Err(e) = &r {
+            ws.failed = Some(format!("quota files: {e}"));
+        }
+        r
     }
 
     /// Writes the blocks of a checkpoint prepared under the lock (`checkpoint::prepare`, the

@@ -55,6 +55,10 @@ pub enum Error {
     /// the key that would be needed.
     #[error("inode {ino} is encrypted and no key was given (it needs the {key})")]
     NoKey { ino: u32, key: String },
+    /// A device of a multi-device volume that is missing, too small, or more than the volume
+    /// has (ENODEV).
+    #[error("{0}")]
+    Device(String),
     /// The image is locked by another process (mounted, or being changed).
     #[error("{0}")]
     Busy(String),
@@ -106,6 +110,7 @@ impl Error {
             Error::PastEnd => 6,                       // ENXIO
             Error::Busy(_) => 16,                      // EBUSY
             Error::NoKey { .. } => 126,                // ENOKEY
+            Error::Device(_) => 19,                    // ENODEV
         }
     }
 }

@@ -1,7 +1,6 @@
 //! `Fs`: the engine's API. Inode numbers are F2FS nids. Every method takes `&self`: caches sit
 //! behind their own locks and device reads are positional, so readers run concurrently.
 
-use crate::durability::checkpoint::write_checkpoint;
 use crate::durability::state::{CheckpointState, FsyncState};
 use crate::error::{Error, Result};
 use crate::mount::{mount, read_block, MountInfo, VolumeInfo};
@@ -13,9 +12,9 @@ use crate::state::{Counts, Orphans, WriteState};
 use crate::vol::{Extent, Fs, Options, Vol};
 use std::collections::{HashMap, HashSet};
 use std::ops::ControlFlow;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use uf2fs_device::{BlockDevice, FileDevice, IoCause, IoSnapshot};
+use uf2fs_device::{BlockDevice, IoCause, IoSnapshot};
 use uf2fs_format::checkpoint::{flags, Checkpoint, CURSEG_NAMES};
 use uf2fs_format::inode::{FileType, Inode, Time};
 use uf2fs_format::nat::NAT_ENTRIES_PER_BLOCK;
@@ -128,11 +127,16 @@ pub enum WalkItem<'a> {
 
 impl Fs {
     /// Opens the image file or block device at `path`, read-only (an Android sparse image
-    /// too).
+    /// too). A multi-device volume's other devices are looked for where its superblock
+    /// recorded them.
     pub fn open(path: &Path) -> Result<Fs> {
-        let dev = uf2fs_device::open_image(path, false)
-            .map_err(|e| Error::io(format!("{}", path.display()), e))?;
-        Fs::with_device(dev)
+        Fs::open_with(path, &[])
+    }
+
+    /// [`Fs::open`] with the other devices of a multi-device volume named, in `devs[]` order
+    /// after `path` (those not named are looked for at their recorded paths).
+    pub fn open_with(path: &Path, devices: &[PathBuf]) -> Result<Fs> {
+        Fs::with_device(crate::devices::open_volume(path, devices, false)?)
     }
 
     /// Mounts the volume on `dev`, read-only.
@@ -144,8 +148,12 @@ impl Fs {
     /// what was fsync'd after it (what a checker judges: the chain is not yet part of the
     /// checkpoint's structures; see [`Fs::roll_forward_blocks`]).
     pub fn open_at_checkpoint(path: &Path) -> Result<Fs> {
-        let dev = uf2fs_device::open_image(path, false)
-            .map_err(|e| Error::io(format!("{}", path.display()), e))?;
+        Fs::open_at_checkpoint_with(path, &[])
+    }
+
+    /// [`Fs::open_at_checkpoint`] with the other devices named (see [`Fs::open_with`]).
+    pub fn open_at_checkpoint_with(path: &Path, devices: &[PathBuf]) -> Result<Fs> {
+        let dev = crate::devices::open_volume(path, devices, false)?;
         Fs::mount_with(dev, false, false)
     }
 
@@ -165,12 +173,12 @@ impl Fs {
     /// A sparse image is refused with [`Error::ReadOnly`] (a mount then falls back to
     /// read-only).
     pub fn open_rw(path: &Path) -> Result<Fs> {
-        if uf2fs_device::is_sparse(path).map_err(|e| Error::io(format!("{}", path.display()), e))? {
-            return Err(Error::ReadOnly(uf2fs_device::SPARSE_READ_ONLY.into()));
-        }
-        let dev = FileDevice::open(path, true)
-            .map_err(|e| Error::io(format!("{}", path.display()), e))?;
-        Fs::mount_on(Box::new(dev), true)
+        Fs::open_rw_with(path, &[])
+    }
+
+    /// [`Fs::open_rw`] with the other devices named (see [`Fs::open_with`]).
+    pub fn open_rw_with(path: &Path, devices: &[PathBuf]) -> Result<Fs> {
+        Fs::mount_on(crate::devices::open_volume(path, devices, true)?, true)
     }
 
     /// Mounts the volume on `dev` for reading and writing.
@@ -247,6 +255,7 @@ impl Fs {
             change_seq: std::sync::atomic::AtomicU64::new(0),
             last_change: Mutex::new(HashMap::new()),
             recovery: None,
+            quota: None,
             inflight: Default::default(),
             gc_urgent: Default::default(),
             cur_summaries: m
@@ -258,6 +267,10 @@ impl Fs {
         };
         let mut fs = Fs { vol };
         fs.vol.notes.append(&mut notes);
+        if writable {
+            // Before orphans are freed and the chain replayed: both change what is charged.
+            fs.vol.quota = crate::ns::quota::QuotaBook::load(&fs)?;
+        }
         if !orphans.is_empty() {
             // Files unlinked while open when the last checkpoint was written: free them now,
             // as Linux does at mount (before the chain is replayed, as Linux does too).
@@ -296,7 +309,7 @@ impl Fs {
         if writable && (replay || !orphans.is_empty()) {
             let mut ws = fs.ws()?;
             ws.cp.requests += 1;
-            write_checkpoint(&fs.vol, &mut ws, false)?;
+            fs.checkpoint_now(&mut ws, false)?;
         }
         fs.apply_alloc_mode();
         if !writable {
@@ -391,7 +404,7 @@ impl Fs {
     pub fn final_checkpoint(&self) -> Result<()> {
         let mut ws = self.ws()?;
         ws.cp.requests += 1;
-        write_checkpoint(&self.vol, &mut ws, true)
+        self.checkpoint_now(&mut ws, true)
     }
 
     /// Writes the final checkpoint and closes the volume; returns the device's I/O counters.
@@ -1005,6 +1018,16 @@ impl Fs {
             .collect::<String>();
         let seg = uf2fs_format::BLOCKS_PER_SEG;
         VolumeInfo {
+            devices: sb
+                .devices()
+                .iter()
+                .map(|d| crate::mount::DeviceInfo {
+                    recorded_path: d.path_lossy(),
+                    segments: d.segments,
+                    start: d.start,
+                    end: d.end,
+                })
+                .collect(),
             label: sb.label(),
             uuid,
             version,

@@ -3,6 +3,10 @@
 //! journals, the first checkpoint pack (unmount, compacted summaries, nat_bits) and an empty
 //! second pack (version 0), then both superblock copies.
 //!
+//! A multi-device volume ([`mkfs_devices`], as `mkfs.f2fs -c`): the first device holds the
+//! superblocks, the metadata and the start of the main area, each next one the following
+//! whole segments; the superblock's device table records each device's path and segments.
+//!
 //! Order: the old superblocks are erased first and the new ones written last, after a flush,
 //! so a device whose mkfs was interrupted holds no superblock that points at half-written
 //! metadata. The block at the warm-node log's start is zeroed so that nothing stale can pass
@@ -17,11 +21,13 @@ use uf2fs_format::checkpoint::{
 use uf2fs_format::crc::{f2fs_crc32, F2FS_SUPER_MAGIC};
 use uf2fs_format::geometry::{plan, Geometry, GeometryOptions};
 use uf2fs_format::hash::dentry_hash;
-use uf2fs_format::inode::{checksum_seed, compute_checksum, inline_flags, I_ADDR_OFFSET};
+use uf2fs_format::inode::{checksum_seed, compute_checksum, iflags, inline_flags, I_ADDR_OFFSET};
 use uf2fs_format::nat::RawNatEntry;
 use uf2fs_format::node::FOOTER_OFFSET;
 use uf2fs_format::summary::{JOURNAL_SIZE, SUM_TYPE_NODE};
-use uf2fs_format::superblock::{feature, RawSuperblock, SB_CHECKSUM_OFFSET, SB_OFFSET};
+use uf2fs_format::superblock::{
+    feature, RawSuperblock, DEVICE_PATH_LEN, MAX_DEVICES, SB_CHECKSUM_OFFSET, SB_OFFSET,
+};
 use uf2fs_format::{Block, BLOCKS_PER_SEG, BLOCK_SIZE};
 use zerocopy::{FromZeros, IntoBytes};
 
@@ -37,13 +43,13 @@ pub const MKFS_FEATURES: u32 = feature::EXTRA_ATTR
     | feature::ENCRYPT
     | feature::VERITY
     | feature::COMPRESSION
-    | feature::CASEFOLD;
+    | feature::CASEFOLD
+    | feature::QUOTA_INO
+    | feature::PRJQUOTA;
 
 /// Why a name mkfs.f2fs 1.15 accepts is refused (those it does not accept are unknown).
 fn not_made(name: &str) -> Option<&'static str> {
     Some(match name {
-        "quota" => "quota needs the user and group quota files mkfs.f2fs writes (quota inodes in the superblock), which uf2fs mkfs cannot make yet",
-        "project_quota" => "project_quota turns on quota in mkfs.f2fs (user, group and project quota files), which uf2fs mkfs cannot make yet",
         "ro" => "ro is mkfs.f2fs's read-only layout (no overprovision, one log per type), which uf2fs mkfs does not write yet",
         _ => return None,
     })
@@ -253,6 +259,81 @@ fn dir_inode(
     b
 }
 
+/// The quota files mkfs makes, by type (0 user, 1 group, 2 project): `quota` asks for the
+/// user and group files, `project_quota` for the project file (as mkfs.f2fs 1.15 does).
+fn quota_kinds(features: u32) -> Vec<usize> {
+    let mut kinds = Vec::new();
+    if features & feature::QUOTA_INO != 0 {
+        kinds.extend([0, 1]);
+    }
+    if features & feature::PRJQUOTA != 0 {
+        kinds.push(2);
+    }
+    kinds
+}
+
+/// A quota file's inode as mkfs.f2fs writes it: a regular file of 6 KiB (two data blocks from
+/// `data`), owned like the root, immutable.
+fn quota_inode(
+    o: &MkfsOptions,
+    nid: u32,
+    data: u32,
+    next_blkaddr: u32,
+    time: u64,
+    seed: u32,
+) -> Block {
+    let mut b = dir_inode(o, nid, 0o100600, 1, 0, b"", data, next_blkaddr, time, seed);
+    put(&mut b, 16, &6144u64.to_le_bytes());
+    put(&mut b, 24, &3u64.to_le_bytes());
+    put(&mut b, 72, &0u32.to_le_bytes()); // i_current_depth: not a directory
+    put(&mut b, 80, &iflags::IMMUTABLE.to_le_bytes()); // mkfs.f2fs 1.15: immutable only
+    let extra_words = if o.features & feature::EXTRA_ATTR != 0 {
+        usize::from(extra_isize(o.features) / 4)
+    } else {
+        0
+    };
+    put(
+        &mut b,
+        I_ADDR_OFFSET + 4 * (extra_words + 1),
+        &(data + 1).to_le_bytes(),
+    );
+    if o.features & feature::INODE_CHKSUM != 0 {
+        put(&mut b, I_ADDR_OFFSET + 8, &0u32.to_le_bytes());
+        let crc = compute_checksum(seed, &b);
+        put(&mut b, I_ADDR_OFFSET + 8, &crc.to_le_bytes());
+    }
+    b
+}
+
+/// A new quota file of type `kind` as mkfs.f2fs writes it: six quota blocks (header and info
+/// with a week's grace, the tree path of id 0 through blocks 1 to 4, data block 5) whose one
+/// entry charges `id` (the root's) with `dirs` inodes and a dentry block each.
+fn default_quota_file(kind: usize, id: u32, dirs: u32) -> Vec<u8> {
+    use uf2fs_format::quota::{RawDataHeader, RawDquot, RawQuotaHeader, MAGICS, QBLOCK, VERSION};
+    const WEEK: u32 = 7 * 24 * 60 * 60;
+    let mut f = vec![0u8; 2 * BLOCK_SIZE];
+    let mut h = RawQuotaHeader::new_zeroed();
+    h.magic.set(MAGICS.get(kind).copied().unwrap_or(0));
+    h.version.set(VERSION);
+    h.block_grace.set(WEEK);
+    h.inode_grace.set(WEEK);
+    h.blocks.set(6);
+    h.free_entry.set(5);
+    put(&mut f, 0, h.as_bytes());
+    for level in 1..5u32 {
+        put(&mut f, level as usize * QBLOCK, &(level + 1).to_le_bytes());
+    }
+    let mut dh = RawDataHeader::new_zeroed();
+    dh.entries.set(1);
+    put(&mut f, 5 * QBLOCK, dh.as_bytes());
+    let mut d = RawDquot::new_zeroed();
+    d.id.set(id);
+    d.inodes.set(u64::from(dirs));
+    d.space.set(u64::from(dirs) * BLOCK_SIZE as u64);
+    put(&mut f, 5 * QBLOCK + 16, d.as_bytes());
+    f
+}
+
 /// A dentry block with '.', '..' and the given entries (name, ino), each a directory.
 fn dentry_block(me: u32, parent: u32, entries: &[(&[u8], u32)]) -> Block {
     let mut b = [0u8; BLOCK_SIZE];
@@ -289,20 +370,143 @@ fn sit_journal_entry(b: &mut [u8], at: usize, segno: u32, seg_type: u16, valid: 
     }
 }
 
+/// One device of a multi-device volume to make: the path to record in the superblock (as
+/// mkfs.f2fs records its arguments), its size, and the device itself.
+pub struct MkfsDevice {
+    pub path: Vec<u8>,
+    pub bytes: u64,
+    pub device: Box<dyn BlockDevice>,
+}
+
+/// A device table entry to write: recorded path and segments.
+type DevEntry = (Vec<u8>, u32);
+
 /// Formats `dev`. Returns the layout made.
 pub fn mkfs(dev: &dyn BlockDevice, o: &MkfsOptions) -> Result<Geometry> {
-    let features = o.features;
-    if features & !MKFS_FEATURES != 0 {
-        return Err(Error::Unsupported(format!(
-            "uf2fs mkfs cannot make features {:?} yet",
-            feature::names(features & !MKFS_FEATURES)
-        )));
-    }
     let device_bytes = dev.block_count() * BLOCK_SIZE as u64;
     let bytes = o.size.unwrap_or(device_bytes);
     if bytes > device_bytes {
         return Err(Error::Unsupported(format!(
             "size {bytes} is larger than the device ({device_bytes} bytes)"
+        )));
+    }
+    make(dev, o, bytes, None)
+}
+
+/// Formats a volume over `devices` in order, as `mkfs.f2fs -c` does: each device is used
+/// whole, the first for at least one segment after the superblocks' zone. The segments of
+/// the devices add up to the volume's exactly: where mkfs.f2fs rounds the volume down to
+/// whole zones and leaves the table's sum larger (which Linux 6.1 refuses to mount), the last
+/// device is recorded with that many segments fewer.
+pub fn mkfs_devices(devices: Vec<MkfsDevice>, o: &MkfsOptions) -> Result<Geometry> {
+    let unsupported = |why: String| Err(Error::Unsupported(why));
+    if devices.len() < 2 || devices.len() > MAX_DEVICES {
+        return unsupported(format!(
+            "a multi-device volume has 2 to {MAX_DEVICES} devices, not {}",
+            devices.len()
+        ));
+    }
+    if o.size.is_some() {
+        return unsupported(
+            "a size cannot be given for a multi-device volume: each device is used whole".into(),
+        );
+    }
+    let seg_bytes = BLOCK_SIZE as u64 * u64::from(BLOCKS_PER_SEG);
+    let mut table: Vec<DevEntry> = Vec::with_capacity(devices.len());
+    let mut plan_bytes = 0u64;
+    for (i, d) in devices.iter().enumerate() {
+        if d.path.is_empty() || d.path.len() >= DEVICE_PATH_LEN || d.path.contains(&0) {
+            return unsupported(format!(
+                "device {i}: its path must be 1 to {} bytes long to be recorded in the superblock: {}",
+                DEVICE_PATH_LEN - 1,
+                String::from_utf8_lossy(&d.path)
+            ));
+        }
+        // Device 0's segments are counted after segment0 (known once planned); the others'
+        // whole segments add to what is planned as if they were part of device 0.
+        let segs = if i == 0 { 0 } else { d.bytes / seg_bytes };
+        if i > 0 && segs == 0 {
+            return unsupported(format!(
+                "device {i} ({}) is smaller than one segment (2 MiB)",
+                String::from_utf8_lossy(&d.path)
+            ));
+        }
+        plan_bytes = plan_bytes.saturating_add(if i == 0 { d.bytes } else { segs * seg_bytes });
+        table.push((d.path.clone(), u32::try_from(segs).unwrap_or(u32::MAX)));
+    }
+    let first_bytes = devices.first().map_or(0, |d| d.bytes);
+    let mut g =
+        plan(&geometry_options(o, plan_bytes)).map_err(|e| Error::Unsupported(e.to_string()))?;
+    let segment0_bytes = u64::from(g.segment0_blkaddr) * BLOCK_SIZE as u64;
+    let first_segs = first_bytes.saturating_sub(segment0_bytes) / seg_bytes;
+    if first_segs == 0 {
+        return unsupported(
+            "device 0 must hold at least one segment (2 MiB) after its first zone".into(),
+        );
+    }
+    if let Some(t) = table.first_mut() {
+        t.1 = u32::try_from(first_segs).unwrap_or(u32::MAX);
+    }
+    let total: u64 = table.iter().map(|t| u64::from(t.1)).sum();
+    let cut = total.saturating_sub(u64::from(g.segment_count));
+    if let Some(last) = table.last_mut() {
+        let cut = u32::try_from(cut).unwrap_or(u32::MAX);
+        if cut >= last.1 {
+            return unsupported("the last device is too small for a whole zone".into());
+        }
+        last.1 -= cut;
+    }
+    // As mkfs.f2fs: every device's sectors, the tails that hold no segment too.
+    g.block_count = devices.iter().map(|d| d.bytes / 512).sum::<u64>() / 8;
+    let mut parts = Vec::with_capacity(devices.len());
+    for (i, (d, t)) in devices.into_iter().zip(&table).enumerate() {
+        let mut blocks = u64::from(t.1) * u64::from(BLOCKS_PER_SEG);
+        if i == 0 {
+            blocks += u64::from(g.segment0_blkaddr);
+        }
+        parts.push(uf2fs_device::Part {
+            name: format!("device {i} ({})", String::from_utf8_lossy(&d.path)),
+            device: d.device,
+            blocks,
+        });
+    }
+    let joined =
+        uf2fs_device::JoinedDevice::new(parts).map_err(|e| Error::Device(e.to_string()))?;
+    make_planned(&joined, o, g, Some(&table))
+}
+
+fn geometry_options(o: &MkfsOptions, bytes: u64) -> GeometryOptions {
+    GeometryOptions {
+        device_bytes: bytes,
+        sector_size: 512,
+        segs_per_sec: o.segs_per_sec,
+        secs_per_zone: 1,
+        overprovision: o.overprovision,
+        large_nat_bitmap: o.large_nat_bitmap,
+    }
+}
+
+fn make(
+    dev: &dyn BlockDevice,
+    o: &MkfsOptions,
+    bytes: u64,
+    devs: Option<&[DevEntry]>,
+) -> Result<Geometry> {
+    let g = plan(&geometry_options(o, bytes)).map_err(|e| Error::Unsupported(e.to_string()))?;
+    make_planned(dev, o, g, devs)
+}
+
+fn make_planned(
+    dev: &dyn BlockDevice,
+    o: &MkfsOptions,
+    mut g: Geometry,
+    devs: Option<&[DevEntry]>,
+) -> Result<Geometry> {
+    let features = o.features;
+    if features & !MKFS_FEATURES != 0 {
+        return Err(Error::Unsupported(format!(
+            "uf2fs mkfs cannot make features {:?} yet",
+            feature::names(features & !MKFS_FEATURES)
         )));
     }
     let label: Vec<u16> = o.label.encode_utf16().collect();
@@ -311,15 +515,6 @@ pub fn mkfs(dev: &dyn BlockDevice, o: &MkfsOptions) -> Result<Geometry> {
             "the label is longer than 512 UTF-16 units".into(),
         ));
     }
-    let mut g = plan(&GeometryOptions {
-        device_bytes: bytes,
-        sector_size: 512,
-        segs_per_sec: o.segs_per_sec,
-        secs_per_zone: 1,
-        overprovision: o.overprovision,
-        large_nat_bitmap: o.large_nat_bitmap,
-    })
-    .map_err(|e| Error::Unsupported(e.to_string()))?;
     // mkfs.f2fs 1.15 counts free segments (and user blocks) over every whole segment of the
     // device, including those past the last whole section that the main area does not have;
     // fsck.f2fs then rejects its image. We count the main area's segments only.
@@ -348,8 +543,13 @@ pub fn mkfs(dev: &dyn BlockDevice, o: &MkfsOptions) -> Result<Geometry> {
     let seg_addr = |segno: u32| main + u64::from(segno) * seg;
     let [hot_data, warm_data, cold_data, hot_node, warm_node, cold_node] = g.cursegs;
     let lpf = features & feature::LOST_FOUND != 0;
-    let lpf_nid = 4u32;
     let n_lpf = u32::from(lpf);
+    // Quota files (user and group; project too with project_quota): nids after the root,
+    // before lost+found; each an inode in the hot node log and two data blocks.
+    let quota_kinds = quota_kinds(features);
+    let nq = quota_kinds.len() as u32;
+    let quota_nid = |i: u32| 4 + i;
+    let lpf_nid = 4 + nq;
 
     // 1. No old superblock survives an interrupted mkfs.
     w.zero(0, 2)?;
@@ -388,7 +588,26 @@ pub fn mkfs(dev: &dyn BlockDevice, o: &MkfsOptions) -> Result<Geometry> {
         &dentry_block(3, 3, &root_entries),
         IoCause::UserData,
     )?;
+    for (i, &kind) in quota_kinds.iter().enumerate() {
+        let i = i as u32;
+        let node = root_addr + 1 + i;
+        let data = root_data + 1 + 2 * i;
+        // mkfs.f2fs 1.15 gives the footer's next block as if every type before this one
+        // had its file (the project file alone says root + 4): kept for equal bytes; it is
+        // only a hint, outside any roll-forward chain.
+        let next = root_addr + 2 + kind as u32;
+        let inode = quota_inode(o, quota_nid(i), data, next, time, seed);
+        w.block(u64::from(node), &inode, IoCause::Node)?;
+        let ids = [o.root_uid, o.root_gid, 0];
+        let file = default_quota_file(kind, ids.get(kind).copied().unwrap_or(0), 1 + n_lpf);
+        for (k, half) in file.chunks(BLOCK_SIZE).enumerate() {
+            let mut b = [0u8; BLOCK_SIZE];
+            put(&mut b, 0, half);
+            w.block(u64::from(data) + k as u64, &b, IoCause::UserData)?;
+        }
+    }
     if lpf {
+        let (node, data) = (root_addr + 1 + nq, root_data + 1 + 2 * nq);
         let lpf_inode = dir_inode(
             o,
             lpf_nid,
@@ -396,22 +615,27 @@ pub fn mkfs(dev: &dyn BlockDevice, o: &MkfsOptions) -> Result<Geometry> {
             2,
             3,
             b"lost+found",
-            root_data + 1,
-            root_addr + 2,
+            data,
+            node + 1,
             time,
             seed,
         );
-        w.block(u64::from(root_addr) + 1, &lpf_inode, IoCause::Node)?;
+        w.block(u64::from(node), &lpf_inode, IoCause::Node)?;
         w.block(
-            u64::from(root_data) + 1,
+            u64::from(data),
             &dentry_block(lpf_nid, 3, &[]),
             IoCause::UserData,
         )?;
     }
     w.zero(seg_addr(warm_node), 1)?;
-    // 4. NAT block 0: the node and meta inodes (address 1: "in use") and the root.
+    // 4. NAT block 0: the node and meta inodes (address 1: "in use"), the root and the quota
+    // files (mkfs.f2fs 1.15 puts lost+found in the NAT journal only).
     let mut nat = [0u8; BLOCK_SIZE];
-    for (nid, addr) in [(1u32, 1u32), (2, 1), (3, root_addr)] {
+    let quota_nat = (0..nq).map(|i| (quota_nid(i), root_addr + 1 + i));
+    for (nid, addr) in [(1u32, 1u32), (2, 1), (3, root_addr)]
+        .into_iter()
+        .chain(quota_nat)
+    {
         let mut e = RawNatEntry::new_zeroed();
         e.ino.set(nid);
         e.block_addr.set(addr);
@@ -431,7 +655,8 @@ pub fn mkfs(dev: &dyn BlockDevice, o: &MkfsOptions) -> Result<Geometry> {
     let mut cp = RawCheckpoint::new_zeroed();
     cp.checkpoint_ver.set(version);
     cp.user_block_count.set(u64::from(user_segments) * seg);
-    cp.valid_block_count.set(2 + 2 * u64::from(n_lpf));
+    cp.valid_block_count
+        .set(2 + 3 * u64::from(nq) + 2 * u64::from(n_lpf));
     cp.rsvd_segment_count.set(g.reserved_segments);
     cp.overprov_segment_count.set(g.overprov_segments);
     cp.free_segment_count.set(free_segments);
@@ -445,8 +670,9 @@ pub fn mkfs(dev: &dyn BlockDevice, o: &MkfsOptions) -> Result<Geometry> {
     for (slot, v) in cp.cur_node_segno.iter_mut().zip(node) {
         slot.set(v);
     }
-    cp.cur_node_blkoff[0].set(1 + n_lpf as u16);
-    cp.cur_data_blkoff[0].set(1 + n_lpf as u16);
+    let (hot_nodes, hot_data_blocks) = ((1 + nq + n_lpf) as u16, (1 + 2 * nq + n_lpf) as u16);
+    cp.cur_node_blkoff[0].set(hot_nodes);
+    cp.cur_data_blkoff[0].set(hot_data_blocks);
     let mut cp_flags = flags::UMOUNT | flags::COMPACT_SUM;
     if u64::from(total) <= seg - nat_bits_blocks {
         cp_flags |= flags::NAT_BITS;
@@ -457,9 +683,9 @@ pub fn mkfs(dev: &dyn BlockDevice, o: &MkfsOptions) -> Result<Geometry> {
     cp.ckpt_flags.set(cp_flags);
     cp.cp_pack_total_block_count.set(total);
     cp.cp_pack_start_sum.set(1 + g.cp_payload);
-    cp.valid_node_count.set(1 + n_lpf);
-    cp.valid_inode_count.set(1 + n_lpf);
-    cp.next_free_nid.set(4 + n_lpf);
+    cp.valid_node_count.set(1 + nq + n_lpf);
+    cp.valid_inode_count.set(1 + nq + n_lpf);
+    cp.next_free_nid.set(4 + nq + n_lpf);
     let sit_bitmap_bytes = u64::from(g.segment_count_sit) / 2 * seg / 8;
     cp.sit_ver_bitmap_bytesize.set(sit_bitmap_bytes as u32);
     cp.nat_ver_bitmap_bytesize.set(nat_bits_bytes as u32);
@@ -486,10 +712,13 @@ pub fn mkfs(dev: &dyn BlockDevice, o: &MkfsOptions) -> Result<Geometry> {
     w.zero(pack1 + 1, u64::from(g.cp_payload))?;
     // Compacted data summaries: NAT journal, SIT journal, then the hot data entries.
     let mut sum = [0u8; BLOCK_SIZE];
-    put(&mut sum, 0, &(1 + n_lpf as u16).to_le_bytes());
+    put(&mut sum, 0, &hot_nodes.to_le_bytes());
     let mut nat_j = vec![(3u32, root_addr)];
+    for i in 0..nq {
+        nat_j.push((quota_nid(i), root_addr + 1 + i));
+    }
     if lpf {
-        nat_j.push((lpf_nid, root_addr + 1));
+        nat_j.push((lpf_nid, root_addr + 1 + nq));
     }
     for (i, (nid, addr)) in nat_j.iter().enumerate() {
         let at = 2 + i * 13;
@@ -500,20 +729,28 @@ pub fn mkfs(dev: &dyn BlockDevice, o: &MkfsOptions) -> Result<Geometry> {
     let sj = JOURNAL_SIZE;
     put(&mut sum, sj, &6u16.to_le_bytes());
     let sit = [
-        (hot_node, 3u16, 1 + n_lpf as u16),
+        (hot_node, 3u16, hot_nodes),
         (warm_node, 4, 0),
         (g.cursegs[5], 5, 0),
-        (hot_data, 0, 1 + n_lpf as u16),
+        (hot_data, 0, hot_data_blocks),
         (g.cursegs[1], 1, 0),
         (g.cursegs[2], 2, 0),
     ];
     for (i, (segno, t, valid)) in sit.iter().enumerate() {
         sit_journal_entry(&mut sum, sj + 2 + i * 78, *segno, *t, *valid);
     }
+    // Hot data's summary entries (nid, version, ofs_in_node), 7 bytes each, in block order.
     let entries = 2 * JOURNAL_SIZE;
-    put(&mut sum, entries, &3u32.to_le_bytes());
+    let mut owners = vec![(3u32, 0u16)];
+    for i in 0..nq {
+        owners.extend([(quota_nid(i), 0), (quota_nid(i), 1)]);
+    }
     if lpf {
-        put(&mut sum, entries + 7, &lpf_nid.to_le_bytes());
+        owners.push((lpf_nid, 0));
+    }
+    for (k, (nid, ofs)) in owners.iter().enumerate() {
+        put(&mut sum, entries + 7 * k, &nid.to_le_bytes());
+        put(&mut sum, entries + 7 * k + 5, &ofs.to_le_bytes());
     }
     let start_sum = pack1 + 1 + u64::from(g.cp_payload);
     w.block(start_sum, &sum, IoCause::Checkpoint)?;
@@ -521,9 +758,11 @@ pub fn mkfs(dev: &dyn BlockDevice, o: &MkfsOptions) -> Result<Geometry> {
     let mut node_sum = [0u8; BLOCK_SIZE];
     node_sum[BLOCK_SIZE - 5] = SUM_TYPE_NODE;
     let mut hot_sum = node_sum;
-    put(&mut hot_sum, 0, &3u32.to_le_bytes());
-    if lpf {
-        put(&mut hot_sum, 7, &lpf_nid.to_le_bytes());
+    let hot_nids = std::iter::once(3u32)
+        .chain((0..nq).map(quota_nid))
+        .chain(lpf.then_some(lpf_nid));
+    for (k, nid) in hot_nids.enumerate() {
+        put(&mut hot_sum, 7 * k, &nid.to_le_bytes());
     }
     w.block(start_sum + 1, &hot_sum, IoCause::Checkpoint)?;
     w.block(start_sum + 2, &node_sum, IoCause::Checkpoint)?;
@@ -557,7 +796,7 @@ pub fn mkfs(dev: &dyn BlockDevice, o: &MkfsOptions) -> Result<Geometry> {
     w.block(pack2 + u64::from(total) - 1, &cp2, IoCause::Checkpoint)?;
     dev.flush().map_err(|e| Error::io("mkfs: flush", e))?;
     // 7. The superblocks, last.
-    let sb = superblock(&g, o, &uuid, &label);
+    let sb = superblock(&g, o, &uuid, &label, devs.unwrap_or(&[]));
     let mut b = [0u8; BLOCK_SIZE];
     put(&mut b, SB_OFFSET, sb.as_bytes());
     w.block(0, &b, IoCause::Meta)?;
@@ -568,7 +807,13 @@ pub fn mkfs(dev: &dyn BlockDevice, o: &MkfsOptions) -> Result<Geometry> {
     Ok(g)
 }
 
-fn superblock(g: &Geometry, o: &MkfsOptions, uuid: &[u8; 16], label: &[u16]) -> RawSuperblock {
+fn superblock(
+    g: &Geometry,
+    o: &MkfsOptions,
+    uuid: &[u8; 16],
+    label: &[u16],
+    devs: &[DevEntry],
+) -> RawSuperblock {
     let mut sb = RawSuperblock::new_zeroed();
     sb.magic.set(F2FS_SUPER_MAGIC);
     // The tools' version fields: the on-disk format is that of f2fs-tools 1.15.
@@ -595,6 +840,12 @@ fn superblock(g: &Geometry, o: &MkfsOptions, uuid: &[u8; 16], label: &[u16]) -> 
     sb.ssa_blkaddr.set(g.ssa_blkaddr);
     sb.main_blkaddr.set(g.main_blkaddr);
     sb.root_ino.set(3);
+    // Quota files take the nids after the root, in type order.
+    for (i, kind) in quota_kinds(o.features).into_iter().enumerate() {
+        if let Some(slot) = sb.qf_ino.get_mut(kind) {
+            slot.set(4 + i as u32);
+        }
+    }
     sb.node_ino.set(1);
     sb.meta_ino.set(2);
     sb.uuid = *uuid;
@@ -614,7 +865,17 @@ fn superblock(g: &Geometry, o: &MkfsOptions, uuid: &[u8; 16], label: &[u16]) -> 
     let version = format!("uf2fs {}", env!("CARGO_PKG_VERSION"));
     put(&mut sb.version, 0, version.as_bytes());
     put(&mut sb.init_version, 0, version.as_bytes());
-    sb.feature.set(o.features);
+    // mkfs.f2fs 1.15 marks a volume with project quota as keeping quota files too.
+    let quota = if o.features & feature::PRJQUOTA != 0 {
+        feature::QUOTA_INO
+    } else {
+        0
+    };
+    sb.feature.set(o.features | quota);
+    for (dst, (path, segments)) in sb.devs.iter_mut().zip(devs) {
+        put(&mut dst.path, 0, path);
+        dst.total_segments.set(*segments);
+    }
     // mkfs.f2fs -O casefold without -C leaves the encoding 0, which Linux refuses to mount;
     // uf2fs writes what `-C utf8` writes: utf8-12.1, no flags.
     if o.features & feature::CASEFOLD != 0 {

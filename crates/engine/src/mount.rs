@@ -42,7 +42,7 @@ pub(crate) struct Mounted {
     pub has_node_summaries: bool,
 }
 
-fn read_superblock(dev: &dyn BlockDevice) -> Result<(Superblock, Vec<String>)> {
+pub(crate) fn read_superblock(dev: &dyn BlockDevice) -> Result<(Superblock, Vec<String>)> {
     let mut errs = Vec::new();
     for copy in 0..2u8 {
         let block = read_block(dev, u64::from(copy), IoCause::Meta, "superblock")?;
@@ -112,12 +112,23 @@ fn read_pack(
 pub(crate) fn mount(dev: &dyn BlockDevice) -> Result<Mounted> {
     let (sb, mut notes) = read_superblock(dev)?;
     let layout = sb.layout();
-    if layout.block_count > dev.block_count() {
-        notes.push(format!(
-            "the superblock says {} blocks but the device has {}: the image is truncated, reads past its end will fail",
-            layout.block_count,
-            dev.block_count()
-        ));
+    // A multi-device volume's block_count counts every device whole, tails that hold no
+    // segment too; what must be there is the devices' ranges.
+    let want = sb.devices().last().map_or(layout.block_count, |d| d.end);
+    if want > dev.block_count() {
+        notes.push(if sb.devices().len() > 1 {
+            format!(
+                "the volume spans {} devices ({want} blocks) but only {} blocks are open: reads past them will fail",
+                sb.devices().len(),
+                dev.block_count()
+            )
+        } else {
+            format!(
+                "the superblock says {} blocks but the device has {}: the image is truncated, reads past its end will fail",
+                layout.block_count,
+                dev.block_count()
+            )
+        });
         tracing::warn!("{}", notes.last().map(String::as_str).unwrap_or(""));
     }
     let p1 = read_pack(dev, u64::from(layout.cp), 1)?;
@@ -269,9 +280,22 @@ pub struct MountInfo {
     pub notes: Vec<String>,
 }
 
+/// One device of a multi-device volume, as the superblock lists it.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct DeviceInfo {
+    /// The path recorded when the volume was formatted.
+    pub recorded_path: String,
+    pub segments: u32,
+    /// The block addresses it holds: `[start, end)`.
+    pub start: u64,
+    pub end: u64,
+}
+
 /// Geometry, features and usage of a volume.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct VolumeInfo {
+    /// The devices of a multi-device volume (empty for one device).
+    pub devices: Vec<DeviceInfo>,
     pub label: String,
     pub uuid: String,
     pub version: String,

@@ -49,6 +49,8 @@ pub(crate) struct Vol {
     pub(crate) last_change: Mutex<HashMap<u32, u64>>,
     /// What roll-forward recovery did at mount, if there was a chain to replay.
     pub(crate) recovery: Option<crate::durability::state::RecoveryStats>,
+    /// The quota files of a writable mount of an image that keeps quota.
+    pub(crate) quota: Option<crate::ns::quota::QuotaBook>,
     /// A change had to clean for itself since the background cleaner last caught up: the
     /// cleaner queues for the write lock instead of yielding.
     pub(crate) gc_urgent: std::sync::atomic::AtomicBool,

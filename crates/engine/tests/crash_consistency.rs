@@ -532,7 +532,18 @@ fn xattr_changes_and_fsync() {
 
 #[test]
 fn random_mix() {
-    let mut r = Run::new();
+    random_mix_on("random_mix", Run::new());
+}
+
+/// The same mix on mkfs.f2fs's quota image: after every crash and recovery, fsck.f2fs
+/// recounts the user, group and project quota files against the inodes.
+#[test]
+fn random_mix_on_a_quota_image() {
+    let image = common::crash::mkfs_f2fs_mem_image("extra_attr,inode_checksum,quota,project_quota");
+    random_mix_on("random_mix_quota", Run::on_image(image));
+}
+
+fn random_mix_on(name: &str, mut r: Run) {
     let mut rng = Rng::new(9);
     r.mkdir("d");
     let mut names: Vec<String> = Vec::new();
@@ -616,7 +627,7 @@ fn random_mix() {
             }
         }
     }
-    sweep("random_mix", r);
+    sweep(name, r);
 }
 
 // ---------------------------------------------------------------------------------------

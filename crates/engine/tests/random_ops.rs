@@ -159,6 +159,17 @@ fn check_tree(fs: &Fs, m: &Model, dir: u64, path: &str) {
     }
 }
 
+/// A new inode of `mode` whose owner depends on the step: several uids and gids, so that a
+/// quota image's files count more than root.
+fn owned(mode: u16, step: usize) -> uf2fs_engine::NewInode {
+    uf2fs_engine::NewInode {
+        mode,
+        uid: 1000 + (step % 7) as u32,
+        gid: 100 + (step % 3) as u32,
+        rdev: (0, 0),
+    }
+}
+
 fn name(rng: &mut Rng) -> Vec<u8> {
     match rng.below(12) {
         0 => vec![b'L'; 200 + rng.below(56) as usize],
@@ -181,7 +192,27 @@ fn run(seed: u64) -> (std::path::PathBuf, Model, usize) {
         )
         .unwrap()
     };
-    let img = common::fresh_image(&dir, 768, features);
+    let img = if seed == 3 {
+        // mkfs.f2fs's quota image (user, group and project quota files) with casefold on:
+        // the quota files must match every change (fsck.f2fs recounts them).
+        let img = dir.join("img");
+        std::fs::File::create(&img)
+            .unwrap()
+            .set_len(768 << 20)
+            .unwrap();
+        uf2fs_testkit::run(std::process::Command::new("mkfs.f2fs").args([
+            "-q",
+            "-f",
+            "-O",
+            "extra_attr,inode_checksum,quota,project_quota,casefold",
+            "-C",
+            "utf8",
+            img.to_str().unwrap(),
+        ]));
+        img
+    } else {
+        common::fresh_image(&dir, 768, features)
+    };
     let mut fs = Fs::open_rw(&img).unwrap();
     let mut m = Model {
         nodes: HashMap::new(),
@@ -211,7 +242,7 @@ fn run(seed: u64) -> (std::path::PathBuf, Model, usize) {
         let (got, want) = match op {
             0..=14 => {
                 what = "create";
-                let r = fs.create_node(dino, &n, common::node(0o100644));
+                let r = fs.create_node(dino, &n, owned(0o100644, step));
                 let want = if existing.is_some() { 17 } else { 0 };
                 if let Ok(ino) = r {
                     let id = m.next;
@@ -232,7 +263,7 @@ fn run(seed: u64) -> (std::path::PathBuf, Model, usize) {
             }
             15..=22 => {
                 what = "mkdir";
-                let r = fs.create_node(dino, &n, common::node(0o40755));
+                let r = fs.create_node(dino, &n, owned(0o40755, step));
                 let want = if existing.is_some() { 17 } else { 0 };
                 if let Ok(ino) = r {
                     let id = m.next;
@@ -257,7 +288,7 @@ fn run(seed: u64) -> (std::path::PathBuf, Model, usize) {
                 let max = if rng.below(4) == 0 { 4000 } else { 60 };
                 let target = vec![b't'; 1 + rng.below(max) as usize];
                 let want = if existing.is_some() { 17 } else { 0 };
-                let r = fs.create_node(dino, &n, common::node(0o120777));
+                let r = fs.create_node(dino, &n, owned(0o120777, step));
                 if let Ok(ino) = r {
                     fs.write(ino, 0, &target).unwrap();
                     let id = m.next;
@@ -619,6 +650,11 @@ fn seed_1_extra_features() {
 #[test]
 fn seed_2_default_features() {
     random_ops_then_linux(2);
+}
+
+#[test]
+fn seed_3_quota_and_casefold_image() {
+    random_ops_then_linux(3);
 }
 
 /// SHA-256, for comparing with busybox's sha256sum (no dependency for one test).

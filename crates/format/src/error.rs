@@ -7,8 +7,6 @@ use std::fmt;
 pub enum Incompatible {
     #[error("unknown superblock feature bits {0:#x}")]
     UnknownFeatures(u32),
-    #[error("multi-device file systems are not supported yet")]
-    MultiDevice,
     #[error("writing compressed files is not supported yet (inode {ino})")]
     CompressedWrite { ino: u32 },
     #[error("unknown filename encoding {0} in the superblock (Linux 6.1 knows only 1, utf8-12.1)")]
@@ -33,6 +31,9 @@ pub enum CorruptKind {
         field: &'static str,
         value: u64,
     },
+    /// An entry of the multi-device table (`devs[index]`) that cannot describe a device.
+    #[error("superblock {copy}: device table entry {index}: {why}")]
+    SuperblockDevice { copy: u8, index: u8, why: String },
     #[error("no valid superblock (copy 0: {first}; copy 1: {second})")]
     NoSuperblock {
         first: Box<CorruptKind>,
@@ -146,6 +147,8 @@ pub enum CorruptKind {
     },
     #[error("block {blkaddr}: {why}")]
     Block { blkaddr: u64, why: &'static str },
+    #[error("quota file (inode {ino}): {why}")]
+    QuotaFile { ino: u32, why: String },
     #[error("roll-forward chain, block {blkaddr}: {why}")]
     Recovery { blkaddr: u32, why: &'static str },
 }

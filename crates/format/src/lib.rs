@@ -22,6 +22,7 @@ pub mod inode;
 pub mod lzo;
 pub mod nat;
 pub mod node;
+pub mod quota;
 pub mod sit;
 pub mod summary;
 pub mod superblock;

@@ -4,6 +4,13 @@
 //! does at mount (magic, block and segment sizes, the contiguous chain of metadata areas,
 //! section and zone counts, reserved inode numbers, the optional CRC) and derives the
 //! geometry every other layer uses.
+//!
+//! A multi-device volume (`mkfs.f2fs -c`) lists its devices in `devs[]`: the path each had
+//! when formatted (NUL-terminated within 64 bytes) and its size in segments. Block addresses
+//! are global: device 0 holds `[0, segment0 + its segments)` (the superblocks and the
+//! metadata, then the start of the main area), each next device the following
+//! `segments × 512` blocks. `parse` checks the table and derives those ranges
+//! ([`VolumeDevice`]).
 
 use crate::casefold::Encoding;
 use crate::crc::{f2fs_crc32, F2FS_SUPER_MAGIC};
@@ -38,8 +45,8 @@ pub mod feature {
     /// Every bit Linux 6.1 knows.
     pub const KNOWN: u32 = 0x7FFF;
     /// Features whose images uf2fs can write: the others change on-disk rules it does not
-    /// keep yet (quota files, compression, verity, zones, ro). With `encrypt` the plain part
-    /// of the image is written as usual and encrypted files refuse changes that need the key.
+    /// keep yet (compression, verity, zones, ro). With `encrypt` the plain part of the image
+    /// is written as usual and encrypted files refuse changes that need the key.
     pub const KNOWN_WRITABLE: u32 = ENCRYPT
         | EXTRA_ATTR
         | INODE_CHKSUM
@@ -47,7 +54,9 @@ pub mod feature {
         | INODE_CRTIME
         | LOST_FOUND
         | SB_CHKSUM
-        | CASEFOLD;
+        | CASEFOLD
+        | QUOTA_INO
+        | PRJQUOTA;
 
     /// Names as mkfs.f2fs's `-O` spells them, in bit order.
     pub const NAMES: [(u32, &str); 15] = [
@@ -77,6 +86,11 @@ pub mod feature {
             .collect()
     }
 }
+
+/// Entries of the device table (`devs[]`).
+pub const MAX_DEVICES: usize = 8;
+/// Bytes of a device path in the table, its NUL included.
+pub const DEVICE_PATH_LEN: usize = 64;
 
 #[derive(FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned, Clone, Copy)]
 #[repr(C)]
@@ -142,6 +156,35 @@ pub struct Superblock {
     raw: RawSuperblock,
     /// Which copy (0: block 0, 1: block 1) this came from.
     pub copy: u8,
+    /// The device table, checked (empty on a single-device volume).
+    devices: Vec<VolumeDevice>,
+}
+
+/// One device of a multi-device volume: the path it had when the volume was formatted and
+/// the block addresses it holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VolumeDevice {
+    /// The path as recorded, without its NUL (bytes: a path need not be UTF-8).
+    pub path: Vec<u8>,
+    /// Whole segments of the volume on this device (device 0: those after segment0's
+    /// offset).
+    pub segments: u32,
+    /// The first block address on this device.
+    pub start: u64,
+    /// One past the last block address on this device.
+    pub end: u64,
+}
+
+impl VolumeDevice {
+    /// Blocks of the volume on this device: the least size it must have.
+    pub fn blocks(&self) -> u64 {
+        self.end.saturating_sub(self.start)
+    }
+
+    /// The recorded path for messages (lossy where it is not UTF-8).
+    pub fn path_lossy(&self) -> String {
+        String::from_utf8_lossy(&self.path).into_owned()
+    }
 }
 
 /// Geometry of the areas, in block addresses, all checked against each other.
@@ -230,8 +273,13 @@ impl Superblock {
             // As Linux 6.1 at mount: an encoding it has no tables for is refused.
             Encoding::from_superblock(raw.s_encoding.get(), raw.s_encoding_flags.get())?;
         }
-        let sb = Superblock { raw, copy };
+        let mut sb = Superblock {
+            raw,
+            copy,
+            devices: Vec::new(),
+        };
         sb.check_geometry()?;
+        sb.devices = sb.check_devices()?;
         Ok(sb)
     }
 
@@ -354,10 +402,76 @@ impl Superblock {
         if u64::from(main_segs) > u64::from(r.segment_count_ssa.get()) * seg {
             return Err(field(c, "segment_count_ssa", r.segment_count_ssa.get()).into());
         }
-        if r.devs.iter().any(|d| d.path[0] != 0) {
-            return Err(Incompatible::MultiDevice.into());
-        }
         Ok(())
+    }
+
+    /// The device table: entries with a path from devs[0] on, none after the first empty
+    /// one, each path NUL-terminated, each with segments, the segments adding up to the
+    /// volume's (rounded down to whole zones, as mkfs.f2fs counts them); the ranges follow
+    /// one another with no gap. mkfs.f2fs copies 64 bytes from its argument, so what follows
+    /// a path's NUL may be anything and is not looked at.
+    fn check_devices(&self) -> Result<Vec<VolumeDevice>, FormatError> {
+        let r = &self.raw;
+        let bad = |index: usize, why: String| CorruptKind::SuperblockDevice {
+            copy: self.copy,
+            index: index as u8,
+            why,
+        };
+        let listed = r.devs.iter().take_while(|d| d.path[0] != 0).count();
+        if let Some(i) = r.devs.iter().skip(listed).position(|d| d.path[0] != 0) {
+            return Err(bad(
+                listed + i,
+                format!("a device listed after the empty entry {listed}"),
+            )
+            .into());
+        }
+        let seg = u64::from(BLOCKS_PER_SEG);
+        let mut devices = Vec::with_capacity(listed);
+        let mut next = 0u64;
+        for (i, d) in r.devs.iter().take(listed).enumerate() {
+            let len = d
+                .path
+                .iter()
+                .position(|&b| b == 0)
+                .ok_or_else(|| bad(i, "the path has no NUL within its 64 bytes".into()))?;
+            let segments = d.total_segments.get();
+            if segments == 0 {
+                return Err(bad(i, "no segments".into()).into());
+            }
+            let start = next;
+            let mut end = start + u64::from(segments) * seg;
+            if i == 0 {
+                end += u64::from(r.segment0_blkaddr.get());
+            }
+            next = end;
+            devices.push(VolumeDevice {
+                path: d.path.get(..len).unwrap_or(&[]).to_vec(),
+                segments,
+                start,
+                end,
+            });
+        }
+        if !devices.is_empty() {
+            let total: u64 = devices.iter().map(|d| u64::from(d.segments)).sum();
+            let per_zone = u64::from(r.segs_per_sec.get()) * u64::from(r.secs_per_zone.get());
+            let whole = total / per_zone.max(1) * per_zone;
+            if whole != u64::from(r.segment_count.get()) {
+                return Err(bad(
+                    devices.len() - 1,
+                    format!(
+                        "the devices' segments add up to {total}, the volume has {}",
+                        r.segment_count.get()
+                    ),
+                )
+                .into());
+            }
+        }
+        Ok(devices)
+    }
+
+    /// The devices of a multi-device volume, in `devs[]` order (empty for one device).
+    pub fn devices(&self) -> &[VolumeDevice] {
+        &self.devices
     }
 
     pub fn raw(&self) -> &RawSuperblock {
@@ -590,5 +704,78 @@ mod tests {
                 0x10000
             )))
         );
+    }
+
+    /// Writes device entry `i` of the table in `b`.
+    fn set_dev(b: &mut [u8], i: usize, path: &[u8], segments: u32) {
+        let at = SB_OFFSET + 2201 + 68 * i;
+        b[at..at + 64].fill(0);
+        b[at..at + path.len()].copy_from_slice(path);
+        b[at + 64..at + 68].copy_from_slice(&segments.to_le_bytes());
+    }
+
+    fn device_error(b: &[u8]) -> (u8, String) {
+        match Superblock::parse(b, 0) {
+            Err(FormatError::Corrupt(CorruptKind::SuperblockDevice { index, why, .. })) => {
+                (index, why)
+            }
+            other => panic!("expected a device table error, got {:?}", other.err()),
+        }
+    }
+
+    #[test]
+    fn two_devices_give_consecutive_ranges() {
+        let mut b = mkfs_512m();
+        assert!(Superblock::parse(&b, 0).unwrap().devices().is_empty());
+        // As mkfs.f2fs writes it: 64 bytes copied from the argument, garbage after the NUL.
+        set_dev(&mut b, 0, b"/dev/vda\0junk", 200);
+        set_dev(&mut b, 1, b"/dev/vdc", 55);
+        let sb = Superblock::parse(&b, 0).unwrap();
+        let d = sb.devices();
+        assert_eq!(d.len(), 2);
+        assert_eq!(d[0].path, b"/dev/vda");
+        assert_eq!((d[0].start, d[0].end), (0, 512 + 200 * 512));
+        assert_eq!((d[1].start, d[1].end), (512 + 200 * 512, 512 + 255 * 512));
+        assert_eq!(d[1].blocks(), 55 * 512);
+        assert_eq!(d[1].path_lossy(), "/dev/vdc");
+    }
+
+    #[test]
+    fn a_path_without_nul_is_refused() {
+        let mut b = mkfs_512m();
+        set_dev(&mut b, 0, b"/dev/vda", 200);
+        set_dev(&mut b, 1, &[b'x'; 64], 55);
+        let (i, why) = device_error(&b);
+        assert_eq!(i, 1);
+        assert!(why.contains("no NUL"), "{why}");
+    }
+
+    #[test]
+    fn a_device_after_an_empty_entry_is_refused() {
+        let mut b = mkfs_512m();
+        set_dev(&mut b, 0, b"/dev/vda", 200);
+        set_dev(&mut b, 2, b"/dev/vdd", 55);
+        let (i, why) = device_error(&b);
+        assert_eq!(i, 2);
+        assert!(why.contains("after the empty entry 1"), "{why}");
+        // A table that starts empty lists no device at all.
+        let mut b = mkfs_512m();
+        set_dev(&mut b, 1, b"/dev/vdc", 55);
+        assert_eq!(device_error(&b).0, 1);
+    }
+
+    #[test]
+    fn device_segments_must_add_up() {
+        let mut b = mkfs_512m();
+        set_dev(&mut b, 0, b"/dev/vda", 200);
+        set_dev(&mut b, 1, b"/dev/vdc", 54);
+        let (i, why) = device_error(&b);
+        assert_eq!(i, 1);
+        assert!(why.contains("add up to 254, the volume has 255"), "{why}");
+        set_dev(&mut b, 1, b"/dev/vdc", 0);
+        assert!(device_error(&b).1.contains("no segments"));
+        // Many more segments than the volume's would move the ranges past block_count.
+        set_dev(&mut b, 1, b"/dev/vdc", u32::MAX);
+        assert!(device_error(&b).1.contains("add up to"));
     }
 }

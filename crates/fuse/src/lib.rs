@@ -54,14 +54,15 @@ pub struct MountStatus {
 /// write yet, a checkpoint that asks for fsck) is opened read-only, with the reason.
 pub fn open_volume(image: &Path, opts: &MountOptions) -> Result<(Fs, Option<String>), String> {
     let shown = image.display();
+    let devices = &opts.devices;
     if opts.read_only {
-        let fs = Fs::open(image).map_err(|e| format!("{shown}: {e}"))?;
+        let fs = Fs::open_with(image, devices).map_err(|e| format!("{shown}: {e}"))?;
         return Ok((fs, Some("mounted with -o ro".into())));
     }
-    match Fs::open_rw(image) {
+    match Fs::open_rw_with(image, devices) {
         Ok(fs) => Ok((fs, None)),
         Err(Error::ReadOnly(why)) => {
-            let fs = Fs::open(image).map_err(|e| format!("{shown}: {e}"))?;
+            let fs = Fs::open_with(image, devices).map_err(|e| format!("{shown}: {e}"))?;
             Ok((fs, Some(why)))
         }
         Err(e) => Err(format!("{shown}: {e}")),
@@ -88,6 +89,10 @@ pub fn serve(
         ));
     }
     let image = std::fs::canonicalize(image).map_err(|e| format!("{}: {e}", image.display()))?;
+    let mut opts = opts;
+    for d in &mut opts.devices {
+        *d = std::fs::canonicalize(&*d).map_err(|e| format!("device {}: {e}", d.display()))?;
+    }
     let (mut fs, read_only_reason) = open_volume(&image, &opts)?;
     if let Some(why) = &read_only_reason {
         if !opts.read_only {

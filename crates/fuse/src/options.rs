@@ -85,6 +85,10 @@ pub struct MountOptions {
     pub writeback_cache: bool,
     /// Generic flags passed on to the kernel's mount (nodev, nosuid, noexec, noatime...).
     pub flags: Vec<String>,
+    /// The other devices of a multi-device volume, in the volume's order after the image
+    /// (`device=PATH`, once per device); those not named are looked for at the paths the
+    /// superblock recorded.
+    pub devices: Vec<std::path::PathBuf>,
 }
 
 impl Default for MountOptions {
@@ -113,6 +117,7 @@ impl Default for MountOptions {
             threads: DEFAULT_THREADS,
             writeback_cache: true,
             flags: Vec::new(),
+            devices: Vec::new(),
         }
     }
 }
@@ -244,6 +249,10 @@ impl MountOptions {
                     _ => return bad_value(v, "a number of threads from 1 to 64"),
                 }
             }
+            ("device", Some("")) => {
+                return Err("mount option device needs a value (device=PATH)".into())
+            }
+            ("device", Some(v)) => self.devices.push(v.into()),
             ("checkpoint_merge", None) => self.checkpoint_merge = true,
             ("nocheckpoint_merge", None) => self.checkpoint_merge = false,
             ("writeback_cache", None) => self.writeback_cache = true,
@@ -298,7 +307,8 @@ impl MountOptions {
             ) => return Err(format!("mount option {key} takes no value")),
             (
                 "background_gc" | "mode" | "fsync_mode" | "gc_policy" | "gc_node_penalty" | "log"
-                | "cache_size" | "threads" | "gc_window" | "gc_batch" | "ipu" | "cp_interval",
+                | "cache_size" | "threads" | "gc_window" | "gc_batch" | "ipu" | "cp_interval"
+                | "device",
                 None,
             ) => return Err(format!("mount option {key} needs a value ({key}=...)")),
             _ => return Err(format!("unknown mount option '{opt}'")),
@@ -367,10 +377,25 @@ mod tests {
             ("ro=1", "takes no value"),
             ("log=console", "bad value 'console' for mount option log"),
             ("noinline_xattr", "not supported yet"),
+            ("device", "needs a value"),
+            ("device=", "needs a value"),
         ] {
             let e = MountOptions::parse(&[opt]).unwrap_err();
             assert!(e.contains(says), "{opt}: {e}");
         }
+    }
+
+    #[test]
+    fn devices_are_kept_in_order() {
+        let o = MountOptions::parse(&["device=/dev/b,ro", "device=/srv/c.img"]).unwrap();
+        assert_eq!(
+            o.devices,
+            vec![
+                std::path::PathBuf::from("/dev/b"),
+                std::path::PathBuf::from("/srv/c.img")
+            ]
+        );
+        assert!(o.read_only);
     }
 
     #[test]

@@ -32,7 +32,7 @@
 //! the number of callers, and changes run while a checkpoint is written.
 
 use crate::data::{land, write_runs};
-use crate::durability::checkpoint::{prepare, write_nodes};
+use crate::durability::checkpoint::write_nodes;
 use crate::error::{Error, Result};
 use crate::space::Log;
 use crate::state::WriteState;
@@ -116,7 +116,7 @@ impl Fs {
         }
         // Prepared under the lock, written without it: changes and reads go on meanwhile,
         // and requests made meanwhile that this checkpoint covers are served by it.
-        let writes = prepare(vol, &mut ws, false)?;
+        let writes = self.prepare_checkpoint(&mut ws, false)?;
         drop(ws);
         self.write_prepared(writes)
     }

@@ -384,6 +384,7 @@ impl Fs {
             inode: reparse(self, ino, &mut b)?,
             block: b,
             now: self.clock(),
+            was: None,
         })
     }
 

@@ -28,7 +28,6 @@ pub(crate) mod state;
 pub use state::GcStats;
 
 use crate::data::write_runs;
-use crate::durability::checkpoint::write_checkpoint;
 use crate::error::{Error, Result};
 use crate::ns::edit::{fix_checksum, get32, Editing};
 use crate::space::{Log, Policy, VictimKind};
@@ -192,11 +191,10 @@ impl Fs {
 
     /// Writes the checkpoint that turns prefree segments free; the segments it freed.
     fn checkpoint_for_space(&self, ws: &mut WriteState) -> Result<u64> {
-        let v = self.vol();
         let before = ws.segs.prefree_segments();
         ws.cp.requests += 1;
         ws.gc.stats.checkpoints_for_space += 1;
-        write_checkpoint(v, ws, false)?;
+        self.checkpoint_now(ws, false)?;
         Ok(before.saturating_sub(ws.segs.prefree_segments()))
     }
 

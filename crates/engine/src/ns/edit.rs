@@ -76,6 +76,8 @@ pub(crate) struct Editing {
     pub inode: Inode,
     /// The time [`Editing::touch`] stamps (the file system's clock when the edit began).
     pub now: (u64, u32),
+    /// What the inode was charged in quota when the edit began (`None`: a new inode).
+    pub was: Option<crate::ns::quota::Charge>,
 }
 
 impl Editing {

@@ -10,6 +10,7 @@ pub(crate) mod dir;
 pub(crate) mod edit;
 pub(crate) mod fallocate;
 pub(crate) mod file;
+pub(crate) mod quota;
 pub(crate) mod rename;
 pub(crate) mod write;
 pub(crate) mod xattr;

@@ -14,6 +14,7 @@ use crate::error::{Error, Result};
 use crate::node::node_log;
 use crate::node::Expect;
 use crate::ns::edit::{fix_checksum, get32, now, put, reparse, Editing};
+use crate::ns::quota::Charge;
 use crate::space::Log;
 use crate::state::WriteState;
 use crate::vol::Fs;
@@ -63,11 +64,13 @@ impl Fs {
             Expect { ino, ofs: 0 },
         )?;
         let inode = Inode::parse(&block, ino, &self.vol().sb)?;
+        let was = Some(Charge::of_block(&block, inode.projid.is_some()));
         Ok(Editing {
             ino,
             block,
             inode,
             now: self.clock(),
+            was,
         })
     }
 
@@ -99,6 +102,12 @@ impl Fs {
         };
         // The new block first, then the cache entry goes: a reader that fetched the old block
         // before this point finds the epoch moved and does not cache what it read.
+        if let Some(book) = self.vol().quota.as_ref() {
+            if !book.is_quota_file(e.ino) {
+                let now = Charge::of_block(&e.block, e.inode.projid.is_some());
+                book.charge(e.was, Some(now))?;
+            }
+        }
         let r = self.vol().nodes.put_dirty(e.ino, e.block, log);
         self.vol().forget_inode(e.ino);
         self.note_change(e.ino);
@@ -212,6 +221,7 @@ impl Fs {
             block: b,
             inode,
             now: (s, ns),
+            was: None,
         };
         if ft == FileType::Directory {
             // Inline '.' and '..' in slots 0 and 1; i_size is the inline area.
@@ -281,13 +291,25 @@ impl Fs {
         self.vol().refuse_encrypted_dir(&pdir)?;
         // A new directory inherits its parent's casefold flag (Linux masks it off the other
         // file types).
-        let flags = if FileType::from_mode(a.mode) == Some(FileType::Directory) {
+        let new_ft = FileType::from_mode(a.mode);
+        let mut flags = if new_ft == Some(FileType::Directory) {
             pdir.flags & iflags::CASEFOLD
         } else {
             0
         };
+        // Project quota: a directory marked PROJINHERIT passes its project id (and the mark,
+        // to directories and regular files) to what is made in it, as Linux does.
+        let inherit_project = self.vol().sb.has(feature::PRJQUOTA)
+            && pdir.flags & iflags::PROJINHERIT != 0
+            && pdir.projid.is_some();
+        if inherit_project && matches!(new_ft, Some(FileType::Directory | FileType::Regular)) {
+            flags |= iflags::PROJINHERIT;
+        }
         let nid = self.vol().nat.alloc(&*self.vol().dev)?;
-        let e = self.new_inode_block(nid, parent, name, a, flags)?;
+        let mut e = self.new_inode_block(nid, parent, name, a, flags)?;
+        if let (true, Some(projid), Some(_)) = (inherit_project, pdir.projid, e.inode.projid) {
+            e.set_u32(I_ADDR_OFFSET + 4, projid);
+        }
         let ft = e.inode.file_type;
         self.vol().nat.set(
             nid,

@@ -181,9 +181,32 @@ pub fn file_mode() -> uf2fs_engine::NewInode {
     super::node(0o100644)
 }
 
+/// An image of `IMAGE_MIB` MiB made by mkfs.f2fs with `features` (-O), in memory.
+pub fn mkfs_f2fs_mem_image(features: &str) -> Vec<u8> {
+    let dir = uf2fs_testkit::scratch(&format!("crash-mkfs-{}", features.replace(',', "-")));
+    let img = dir.join("img");
+    std::fs::File::create(&img)
+        .unwrap()
+        .set_len((IMAGE_MIB << 20) as u64)
+        .unwrap();
+    uf2fs_testkit::run(
+        std::process::Command::new("mkfs.f2fs")
+            .args(["-q", "-f", "-O", features])
+            .arg(&img),
+    );
+    let bytes = std::fs::read(&img).unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    bytes
+}
+
 impl Run {
     pub fn new() -> Run {
-        let dev = Arc::new(RecordingDevice::new(fresh_mem_image()));
+        Run::on_image(fresh_mem_image())
+    }
+
+    /// A run on the image `bytes`.
+    pub fn on_image(bytes: Vec<u8>) -> Run {
+        let dev = Arc::new(RecordingDevice::new(bytes));
         let fs = Fs::with_device_rw(Box::new(dev.clone())).unwrap();
         let mut m = Model::default();
         m.dirs.insert(String::new(), fs.root_ino());
