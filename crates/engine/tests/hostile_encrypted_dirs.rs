@@ -1,6 +1,7 @@
 //! Hostile encrypted directories: inodes that claim encryption (i_advise bit 0x04) over names,
 //! targets and xattrs that are not what fscrypt writes. Each gives a clear error naming the
-//! inode and what is wrong, never a panic, and the rest of the image reads on.
+//! inode and what is wrong, never a panic, and the rest of the image reads on; `uf2fs fsck`
+//! finds a stored hash that is not the hash of the encrypted name.
 
 #![allow(
     clippy::unwrap_used,
@@ -34,7 +35,7 @@ fn mark_encrypted(img: &mut [u8], ino: u32) -> usize {
 fn hostile_encrypted_names_targets_and_contexts() {
     let dir = scratch("hostile-encrypted");
     let img = common::fresh_image(&dir, 64, 0);
-    let (short_dir, garbage_dir, link, file, plain) = {
+    let (short_dir, garbage_dir, link, file, plain, garbage_names) = {
         let fs = Fs::open_rw(&img).unwrap();
         let root = fs.root_ino();
         // A directory whose names are shorter than any ciphertext (16 bytes).
@@ -73,13 +74,47 @@ fn hostile_encrypted_names_targets_and_contexts() {
             .unwrap();
         fs.write(plain, 0, b"plain bytes").unwrap();
         fs.unmount().unwrap();
-        (short_dir, garbage_dir, link, file, plain)
+        (short_dir, garbage_dir, link, file, plain, names)
     };
     let mut bytes = std::fs::read(&img).unwrap();
     for ino in [short_dir, garbage_dir, link, file] {
         assert!(mark_encrypted(&mut bytes, ino) > 0, "inode {ino} patched");
     }
-    let fs = Fs::with_device(Box::new(MemDevice::new(bytes, true))).unwrap();
+    // uf2fs fsck: the stored hashes of the garbage directory are the plain hashes of its
+    // "ciphertext" names, as Linux writes them; one changed hash is found.
+    let fs = Fs::with_device(Box::new(MemDevice::new(bytes.clone(), true))).unwrap();
+    let clean = fs.check().unwrap().findings;
+    assert!(
+        !clean
+            .iter()
+            .any(|f| f.contains("hash of its encrypted name")),
+        "{clean:?}"
+    );
+    let h = uf2fs_format::hash::dentry_hash(&garbage_names[2]).to_le_bytes();
+    let mut flipped = 0;
+    for b in bytes.chunks_mut(4096) {
+        let word = |o: usize| u32::from_le_bytes(b[o..o + 4].try_into().unwrap());
+        if word(4072) == garbage_dir && word(4076) == garbage_dir && word(4080) >> 3 == 0 {
+            if let Some(at) = b.windows(4).position(|w| w == h) {
+                b[at] ^= 0x55;
+                flipped += 1;
+            }
+        }
+    }
+    assert!(flipped > 0, "the inline entry's hash was changed");
+    let fs = Fs::with_device(Box::new(MemDevice::new(bytes.clone(), true))).unwrap();
+    let findings = fs.check().unwrap().findings;
+    assert!(
+        findings
+            .iter()
+            .any(|f| f.contains("hash of its encrypted name")),
+        "{findings:?}"
+    );
+    // Its no-key name carries the stored hash: it is still listed and found.
+    let listed = fs.readdir(garbage_dir).unwrap();
+    assert!(listed
+        .iter()
+        .all(|e| fs.lookup(garbage_dir, &e.name).unwrap() == e.ino));
 
     // Names shorter than 16 bytes: Linux's readdir fails (EUCLEAN); ours names the entry.
     match fs.readdir(short_dir) {
