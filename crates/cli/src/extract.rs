@@ -7,6 +7,11 @@
 //! writing the children does not change the times and a read-only directory can be filled.
 //! An entry that cannot be read or made is reported on its own line; the others go on, and
 //! the exit status is 1.
+//!
+//! Encrypted directories (no key is ever given) come out under the no-key names Linux shows,
+//! with their symlinks pointing at the no-key targets; an encrypted regular file is not made
+//! at all (an empty file would pass for its contents): it is reported as encrypted, naming
+//! the key it needs, and counted apart in the closing summary.
 
 use crate::{open, resolve, CliResult, Failure};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -34,6 +39,8 @@ struct Extractor<'a> {
     /// Directories whose mode and times are set at the end.
     dirs: Vec<(PathBuf, Attr)>,
     failures: usize,
+    /// Of the failures, encrypted regular files (their contents need the key).
+    encrypted: usize,
     bar: Option<ProgressBar>,
     /// Bytes of file data copied so far (for the progress bar).
     copied: u64,
@@ -58,13 +65,25 @@ impl Extractor<'_> {
     }
 
     fn entry(&mut self, dest: &Path, ino: u32, a: &Attr) -> Result<(), String> {
-        if a.file_type != FileType::Directory && a.nlink > 1 {
+        let linked = a.file_type != FileType::Directory && a.nlink > 1;
+        if linked {
             if let Some(first) = self.links.get(&ino) {
                 self.remove_existing(dest)?;
                 return fs::hard_link(first, dest)
                     .map_err(|e| format!("hard link to {}: {e}", first.display()));
             }
-            self.links.insert(ino, dest.to_path_buf());
+        }
+        if a.file_type == FileType::Regular
+            && self.fs.is_encrypted(ino).map_err(|e| e.to_string())?
+        {
+            // Nothing is made for it: an empty file would pass for its contents.
+            self.encrypted += 1;
+            return Err(self
+                .fs
+                .read(ino, 0, &mut [])
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_else(|| "encrypted and no key was given".into()));
         }
         match a.file_type {
             FileType::Directory => match fs::create_dir(dest) {
@@ -92,6 +111,10 @@ impl Extractor<'_> {
                 mknodat(CWD, dest, kind, Mode::from_raw_mode(0o600), dev)
                     .map_err(|e| format!("mknod: {e}"))?;
             }
+        }
+        if linked {
+            // Recorded once made, so that later names of an inode that failed fail alike.
+            self.links.insert(ino, dest.to_path_buf());
         }
         self.attributes(dest, ino, a)
     }
@@ -252,6 +275,7 @@ pub fn run(image: &Path, dest: &Path, path: &str, force: bool) -> CliResult {
         links: HashMap::new(),
         dirs: Vec::new(),
         failures: 0,
+        encrypted: 0,
         bar,
         copied: 0,
         buf: Vec::new(),
@@ -299,8 +323,16 @@ pub fn run(image: &Path, dest: &Path, path: &str, force: bool) -> CliResult {
         b.finish_and_clear();
     }
     if x.failures > 0 {
+        let why = if x.encrypted > 0 {
+            format!(
+                " ({} of them encrypted files, whose contents need a key that was not given)",
+                x.encrypted
+            )
+        } else {
+            String::new()
+        };
         eprintln!(
-            "uf2fs: extract: {} entries could not be extracted",
+            "uf2fs: extract: {} entries could not be extracted{why}",
             x.failures
         );
         return Err(Failure::Quiet);

@@ -229,7 +229,8 @@ enum Cmd {
         json: bool,
     },
     /// Copy a tree (or one file) out of the image, keeping modes, owners, times, links,
-    /// xattrs and holes.
+    /// xattrs and holes. Encrypted directories come out under their no-key names; encrypted
+    /// files, whose contents need a key, are left out and reported (exit status 1).
     Extract {
         image: PathBuf,
         dest: PathBuf,

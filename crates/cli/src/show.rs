@@ -331,6 +331,13 @@ pub fn cat(image: &Path, path: &str) -> CliResult {
     Ok(())
 }
 
+fn uf2fs_format_mode(mode: u8) -> String {
+    match uf2fs_engine::fscrypt::mode_name(mode) {
+        "unknown" => format!("unknown mode {mode}"),
+        n => n.to_string(),
+    }
+}
+
 fn escape(bytes: &[u8]) -> String {
     bytes
         .iter()
@@ -356,6 +363,22 @@ pub fn stat(image: &Path, path: &str, json: bool) -> CliResult {
         None
     };
     let nids: Vec<u32> = (0..5).map(|k| i.nid(k)).collect();
+    // A context that cannot be read is shown as such: the rest of the inode is still worth
+    // seeing.
+    let encryption = match fs.encryption(ino) {
+        Err(e) => Some(format!("unreadable ({e})")),
+        Ok(c) => c.map(|c| {
+            format!(
+                "v{} policy, contents {}, names {}, name padding {}, flags {:#04x}, {} (no key given: names and symlink targets are shown in Linux's no-key form, contents cannot be read)",
+                c.version(),
+                uf2fs_format_mode(c.contents_mode),
+                uf2fs_format_mode(c.filenames_mode),
+                c.padding(),
+                c.flags,
+                c.key
+            )
+        }),
+    };
     let mut o = io::stdout().lock();
     if json {
         let v = serde_json::json!({
@@ -380,6 +403,7 @@ pub fn stat(image: &Path, path: &str, json: bool) -> CliResult {
             "inline_data": i.has_inline_data(),
             "inline_dentry": i.has_inline_dentry(),
             "symlink_target": target.as_deref().map(escape),
+            "encryption": encryption,
             "xattrs": xattrs.iter().map(|(n, v)| serde_json::json!({"name": escape(n), "value": escape(v)})).collect::<Vec<_>>(),
         });
         writeln!(o, "{}", serde_json::to_string_pretty(&v)?).map_err(out_err)?;
@@ -444,6 +468,9 @@ pub fn stat(image: &Path, path: &str, json: bool) -> CliResult {
                 ""
             }
         ));
+    }
+    if let Some(e) = &encryption {
+        lines.push(format!("  encryption: {e}"));
     }
     for (n, v) in &xattrs {
         lines.push(format!(" xattr: {}=\"{}\"", escape(n), escape(v)));

@@ -263,6 +263,19 @@ fn child_ofs(parent: u64, k: u64) -> u64 {
 }
 
 impl Fs {
+    /// The on-disk names (not '.' and '..') and inode numbers of `dir`; unreadable parts are
+    /// left out (the listing reports them).
+    fn raw_entries(&self, dir: &Inode) -> Vec<(Vec<u8>, u32)> {
+        let mut out = Vec::new();
+        let _unreadable = self.vol().for_each_dentry(dir, &mut |e| {
+            if e.name != b"." && e.name != b".." {
+                out.push((e.name.to_vec(), e.ino));
+            }
+            Ok(std::ops::ControlFlow::Continue(()))
+        });
+        out
+    }
+
     /// Checks the image; the report lists what is wrong (nothing for a clean image).
     pub fn check(&self) -> Result<CheckReport> {
         let mut w = Walk {
@@ -303,6 +316,25 @@ impl Fs {
                         "directory {dir}: {:?}: {e}",
                         String::from_utf8_lossy(name)
                     )),
+                }
+            }
+            // A no-key lookup trusts the stored hash; in an encrypted directory that is not
+            // casefolded the hash is the plain hash of the ciphertext, so check that too
+            // (casefolded ones hold a keyed hash only the key can check).
+            if let Ok(d) = self.inode(dir) {
+                if d.is_encrypted() && !d.is_casefolded() {
+                    for (name, ino) in self.raw_entries(&d) {
+                        let q = crate::ns::dir::Query::Raw {
+                            name: &name,
+                            hash: uf2fs_format::hash::dentry_hash(&name),
+                        };
+                        match self.vol().lookup_query(&d, &q) {
+                            Ok(got) if got == ino => {}
+                            other => w.finding(format!(
+                                "directory {dir}: the entry of inode {ino} is not found by the hash of its encrypted name ({other:?})"
+                            )),
+                        }
+                    }
                 }
             }
             for e in entries {

@@ -50,6 +50,11 @@ pub enum Error {
     /// A seek for data or a hole at or past the end of the file (ENXIO).
     #[error("no data or hole at or past the end of the file")]
     PastEnd,
+    /// The contents (or a name in) an encrypted file or directory were asked for, or a change
+    /// inside one, and we hold no key (ENOKEY, as Linux answers without the key). `key` names
+    /// the key that would be needed.
+    #[error("inode {ino} is encrypted and no key was given (it needs the {key})")]
+    NoKey { ino: u32, key: String },
     /// A device of a multi-device volume that is missing, too small, or more than the volume
     /// has (ENODEV).
     #[error("{0}")]
@@ -104,6 +109,7 @@ impl Error {
             Error::NoRoom(_) => 28,                    // ENOSPC
             Error::PastEnd => 6,                       // ENXIO
             Error::Busy(_) => 16,                      // EBUSY
+            Error::NoKey { .. } => 126,                // ENOKEY
             Error::Device(_) => 19,                    // ENODEV
         }
     }

@@ -508,6 +508,12 @@ impl Fs {
     pub fn getattr(&self, ino: u32) -> Result<Attr> {
         let i = self.inode(ino)?;
         let special = matches!(i.file_type, FileType::CharDevice | FileType::BlockDevice);
+        // An encrypted symlink's size is the length of the target it shows, as in Linux.
+        let size = if i.file_type == FileType::Symlink && i.is_encrypted() {
+            self.nokey_symlink(&i)?.len() as u64
+        } else {
+            i.size
+        };
         Ok(Attr {
             ino,
             file_type: i.file_type,
@@ -515,7 +521,7 @@ impl Fs {
             nlink: i.links,
             uid: i.uid,
             gid: i.gid,
-            size: i.size,
+            size,
             blocks_512: st_blocks(&i),
             atime: i.atime,
             mtime: i.mtime,
@@ -574,14 +580,20 @@ impl Fs {
         self.vol.lookup(&dir, name)
     }
 
-    /// The entries of directory `ino`, without '.' and '..', in on-disk order.
+    /// The entries of directory `ino`, without '.' and '..', in on-disk order; those of an
+    /// encrypted directory by their no-key names, as Linux lists them without the key.
     pub fn readdir(&self, ino: u32) -> Result<Vec<DirEntry>> {
         let dir = self.inode(ino)?;
+        let encrypted = dir.is_encrypted();
         let mut out = Vec::new();
         self.vol.for_each_dentry(&dir, &mut |e| {
             if e.name != b"." && e.name != b".." {
                 out.push(DirEntry {
-                    name: e.name.to_vec(),
+                    name: if encrypted {
+                        self.nokey_entry_name(ino, e.ino, e.name, e.hash)?
+                    } else {
+                        e.name.to_vec()
+                    },
                     ino: e.ino,
                     file_type: e.file_type,
                 });
@@ -596,13 +608,22 @@ impl Fs {
         if i.file_type == FileType::Directory {
             return Err(Error::IsADirectory);
         }
-        i.check_readable()?;
+        if i.is_encrypted() {
+            return Err(self.vol.no_key(&i));
+        }
         Ok(i)
     }
 
     /// Reads up to `buf.len()` bytes at `offset`; returns the count (0 at or past the end).
+    /// An encrypted file's contents need its key: [`Error::NoKey`].
     pub fn read(&self, ino: u32, offset: u64, buf: &mut [u8]) -> Result<usize> {
         let i = self.data_inode(ino)?;
+        self.read_inode(&i, offset, buf)
+    }
+
+    /// `read` of the bytes as stored (ciphertext, for an encrypted inode).
+    pub(crate) fn read_inode(&self, i: &Arc<Inode>, offset: u64, buf: &mut [u8]) -> Result<usize> {
+        let ino = i.ino;
         if offset >= i.size {
             return Ok(0);
         }
@@ -618,7 +639,7 @@ impl Fs {
             return Ok(n);
         }
         if let Some(c) = &i.compression {
-            self.vol.read_compressed(&i, c, offset, out)?;
+            self.vol.read_compressed(i, c, offset, out)?;
             return Ok(n);
         }
         let bs = BLOCK_SIZE as u64;
@@ -631,7 +652,7 @@ impl Fs {
         let mut tmp = Vec::new();
         let mut zeroed_to = offset;
         let what = || format!("data of inode {ino}");
-        self.vol.extents(&i, first, last, &mut |e| {
+        self.vol.extents(i, first, last, &mut |e| {
             let run_start = e.fblk * bs;
             let run_end = run_start + e.len * bs;
             let (lo, hi) = (run_start.max(offset), run_end.min(end));
@@ -771,11 +792,14 @@ impl Fs {
         self.vol.read_data(addr, buf, "data")
     }
 
-    /// The target of symlink `ino`.
+    /// The target of symlink `ino`; of an encrypted one, the no-key form Linux shows.
     pub fn readlink(&self, ino: u32) -> Result<Vec<u8>> {
         let i = self.inode(ino)?;
         if i.file_type != FileType::Symlink {
             return Err(Error::NotASymlink);
+        }
+        if i.is_encrypted() {
+            return self.nokey_symlink(&i);
         }
         if i.size > BLOCK_SIZE as u64 {
             return Err(CorruptKind::InodeField {

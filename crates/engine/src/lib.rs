@@ -46,5 +46,6 @@ pub use uf2fs_format::geometry::Geometry;
 pub use vol::{AllocMode, BackgroundGc, Extent, Fs, FsyncMode, IpuPolicy, Options};
 
 pub use uf2fs_device;
+pub use uf2fs_format::fscrypt;
 pub use uf2fs_format::inode::{FileType, Inode, Time};
 pub use uf2fs_format::{CorruptKind, Incompatible};

@@ -1,5 +1,6 @@
 //! Corrupt and hostile images: thousands of seeded mutations of real images (made by
-//! mkfs.f2fs + sload.f2fs, and by Linux) are mounted and walked whole, every file read,
+//! mkfs.f2fs + sload.f2fs, and by Linux, encrypted directories included) are mounted and
+//! walked whole, every file read,
 //! every xattr listed, every name looked up again. Each must end in data or a clean error:
 //! never a panic, a hang or an unbounded allocation. Mutations: random bytes in blocks that
 //! hold something, interesting 32-bit values at aligned offsets, whole blocks zeroed, and
@@ -19,8 +20,10 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use uf2fs_device::{BlockDevice, IoCause, IoCounters, BLOCK_SIZE};
-use uf2fs_engine::{FileType, Fs, WalkItem};
-use uf2fs_testkit::{fixture, gen_tree, mkfs_sload, scratch, Rng, TreeSpec};
+use uf2fs_engine::{Error, FileType, Fs, WalkItem};
+use uf2fs_testkit::{
+    fixture, gen_tree, image_helper, kernel_f2fs_args, mkfs_sload, scratch, Rng, TreeSpec,
+};
 
 /// The original image plus a few patched blocks, and a length that may be cut short.
 struct Patched {
@@ -87,6 +90,8 @@ fn exercise(fs: &Fs) -> (usize, usize) {
                 while off < attr.size.min(1 << 20) {
                     match fs.read(ino, off, &mut buf) {
                         Ok(0) => break,
+                        // An encrypted file: its contents need the key (not damage).
+                        Err(Error::NoKey { .. }) => break,
                         Err(_) => {
                             errors += 1;
                             break;
@@ -290,6 +295,48 @@ fn mutated_linux_image_with_extra_features() {
     let dir = scratch("mutate-linux-extra");
     let img = fixture("linux-extra", &dir);
     run_mutations("linux-extra", std::fs::read(&img).unwrap(), 3003);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// An image where Linux made encrypted directories (v2 and v1 policies, names of every
+/// no-key form, symlinks, 150 names in one directory), then unmounted: the key is gone.
+#[test]
+fn mutated_encrypted_image() {
+    let dir = scratch("mutate-encrypted");
+    let img = dir.join("img");
+    std::fs::File::create(&img)
+        .unwrap()
+        .set_len(64 << 20)
+        .unwrap();
+    uf2fs_testkit::run(
+        std::process::Command::new("mkfs.f2fs")
+            .args(["-f", "-q", "-O", "extra_attr,inode_checksum,encrypt"])
+            .arg(&img),
+    );
+    let job = r#"
+set -e
+P=$PAYLOAD/fscrypt
+mkdir -p /tmp/m; mount -t f2fs /dev/vda /tmp/m; cd /tmp/m
+mkdir e2 e1
+$P setup e2 v2 16 > /dev/null
+$P setup e1 v1 4 > /dev/null
+name() { printf "$1%.0s" $(seq $2); }
+for d in e2 e1; do
+  for n in a:1 b:16 c:100 d:149 e:200 f:255; do echo $n > $d/$(name ${n%:*} ${n#*:}); done
+  mkdir $d/sub; ln -s $(name T 300) $d/sub/link; ln -s x $d/short
+  i=0; while [ $i -lt 60 ]; do touch $d/sub/file$i; i=$((i+1)); done
+done
+cd /; umount /tmp/m
+"#;
+    let k = kernel_f2fs_args(
+        &img,
+        job,
+        &dir.join("linux"),
+        &[&image_helper("fscrypt")],
+        &["--no-mount"],
+    );
+    assert_eq!(k.exit, 0, "{}", k.job_log);
+    run_mutations("linux-encrypted", std::fs::read(&img).unwrap(), 4004);
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -7,8 +7,6 @@ use std::fmt;
 pub enum Incompatible {
     #[error("unknown superblock feature bits {0:#x}")]
     UnknownFeatures(u32),
-    #[error("encrypted files are not supported yet (inode {ino})")]
-    EncryptedFile { ino: u32 },
     #[error("writing compressed files is not supported yet (inode {ino})")]
     CompressedWrite { ino: u32 },
     #[error("unknown filename encoding {0} in the superblock (Linux 6.1 knows only 1, utf8-12.1)")]
@@ -111,6 +109,22 @@ pub enum CorruptKind {
         block: u64,
         slot: usize,
         why: &'static str,
+    },
+    #[error("encrypted directory {ino}: entry for inode {child}: {why}")]
+    EncryptedName {
+        ino: u32,
+        child: u32,
+        why: crate::fscrypt::NameError,
+    },
+    #[error("encrypted inode {ino}: {why}")]
+    EncryptionContext {
+        ino: u32,
+        why: crate::fscrypt::ContextError,
+    },
+    #[error("encrypted symlink {ino}: {why}")]
+    EncryptedSymlink {
+        ino: u32,
+        why: crate::fscrypt::SymlinkError,
     },
     #[error("directory {ino} contains itself or an ancestor (through entry ino {child})")]
     DirectoryCycle { ino: u32, child: u32 },

@@ -442,18 +442,10 @@ impl Inode {
         self.flags & iflags::CASEFOLD != 0
     }
 
-    /// Refuses what we cannot read correctly yet, by name.
-    pub fn check_readable(&self) -> Result<(), Incompatible> {
-        if self.is_encrypted() {
-            return Err(Incompatible::EncryptedFile { ino: self.ino });
-        }
-        Ok(())
-    }
-
-    /// Refuses changing the data of what we cannot write correctly yet, by name: what we cannot
-    /// read, and compressed files (their clusters would have to be compressed again).
+    /// Refuses changing the data of what we cannot write correctly yet, by name: compressed
+    /// files (their clusters would have to be compressed again). Encrypted files are refused
+    /// by the engine before this, for want of their key.
     pub fn check_writable(&self) -> Result<(), Incompatible> {
-        self.check_readable()?;
         if self.compression.is_some() {
             return Err(Incompatible::CompressedWrite { ino: self.ino });
         }

@@ -15,6 +15,7 @@ pub mod compress;
 pub mod crc;
 pub mod dentry;
 pub mod error;
+pub mod fscrypt;
 pub mod geometry;
 pub mod hash;
 pub mod inode;

@@ -45,8 +45,10 @@ pub mod feature {
     /// Every bit Linux 6.1 knows.
     pub const KNOWN: u32 = 0x7FFF;
     /// Features whose images uf2fs can write: the others change on-disk rules it does not
-    /// keep yet (encryption, compression, verity, zones, ro).
-    pub const KNOWN_WRITABLE: u32 = EXTRA_ATTR
+    /// keep yet (compression, verity, zones, ro). With `encrypt` the plain part of the image
+    /// is written as usual and encrypted files refuse changes that need the key.
+    pub const KNOWN_WRITABLE: u32 = ENCRYPT
+        | EXTRA_ATTR
         | INODE_CHKSUM
         | FLEXIBLE_INLINE_XATTR
         | INODE_CRTIME

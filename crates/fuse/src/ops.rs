@@ -831,6 +831,10 @@ impl Filesystem for Volume {
         if let Err(e) = self.fs.getattr_shared(nid) {
             return reply.error(errno(e));
         }
+        // An encrypted file opens only with its key, which we never have (ENOKEY, as Linux).
+        if let Err(e) = self.fs.check_open(nid) {
+            return reply.error(errno(e));
+        }
         // Hold the inode so that an unlink while open keeps it (an orphan) until release.
         let held = self.fs.is_writable()
             && match self.fs.hold(nid) {

@@ -102,6 +102,40 @@ struct Target {
     create: bool,
 }
 
+/// How recovery finds the entry an inode records (`ci`, read from block `raw`) in `dir`, as
+/// Linux 6.1's recovery does: by name in a plain directory (folded in a casefolded one);
+/// in an encrypted one by the ciphertext bytes with, for the hash, the plain hash of those
+/// bytes, or in an encrypted and casefolded directory (whose hash needs the key) the 4 bytes
+/// the inode keeps right after the name.
+fn recorded_query<'a>(
+    v: &crate::vol::Vol,
+    dir: &Inode,
+    ci: &'a Inode,
+    raw: &uf2fs_format::Block,
+) -> Result<crate::ns::dir::Query<'a>> {
+    if !dir.is_encrypted() {
+        return v.dir_query(dir, &ci.name);
+    }
+    let hash = if dir.is_casefolded() {
+        // i_name starts at byte 92 of the inode block.
+        let at = 92 + ci.name.len();
+        let bytes: [u8; 4] = raw
+            .get(at..at + 4)
+            .filter(|_| ci.name.len() + 4 <= uf2fs_format::inode::MAX_NAME_LEN)
+            .and_then(|b| b.try_into().ok())
+            .ok_or(Error::InvalidArgument(
+                "no room for the hash after the recorded name",
+            ))?;
+        u32::from_le_bytes(bytes)
+    } else {
+        uf2fs_format::hash::dentry_hash(&ci.name)
+    };
+    Ok(crate::ns::dir::Query::Raw {
+        name: &ci.name,
+        hash,
+    })
+}
+
 /// Whether a footer is that of a direct node (the inode itself, or a dnode).
 fn is_dnode(f: &Footer) -> bool {
     let ofs = u64::from(f.ofs());
@@ -221,19 +255,20 @@ impl Fs {
             };
             let b = read_block(dev, l.addr.into(), IoCause::Node, "roll-forward inode")?;
             let ci = Inode::parse(&b, ino, &v.sb)?;
-            match self.lookup(ci.pino, &ci.name) {
+            let dir = self.inode(ci.pino)?;
+            let q = recorded_query(v, &dir, &ci, &b)?;
+            match v.lookup_query(&dir, &q) {
                 Ok(x) if x == ino => continue,
                 Ok(other) => {
                     // The name now belongs to the fsync'd file (the older file loses a link).
-                    let dir = self.inode(ci.pino)?;
-                    let found = self.find_entry(&dir, &ci.name)?;
+                    let found = self.find_entry_query(&dir, &q)?;
                     self.remove_entry(ws, ci.pino, &found)?;
                     self.drop_link(ws, other)?;
                 }
                 Err(Error::NotFound) => {}
                 Err(e) => return Err(e),
             }
-            self.add_entry(ws, ci.pino, &ci.name, ino, FileType::Regular)?;
+            self.add_entry_hashed(ws, ci.pino, &ci.name, q.hash(), ino, FileType::Regular)?;
             stats.dentries += 1;
         }
         ws.segs.rebuild_sections();
@@ -256,19 +291,32 @@ impl Fs {
         if ci.file_type != FileType::Regular {
             return Ok(Some("not a regular file".into()));
         }
-        if crate::ns::write::check_name(&ci.name).is_err() {
-            return Ok(Some("its recorded name is not a valid file name".into()));
-        }
-        match self.inode(ci.pino) {
-            Ok(p) if p.file_type == FileType::Directory => {}
+        let dir = match self.inode(ci.pino) {
+            Ok(p) if p.file_type == FileType::Directory => p,
             _ => {
                 return Ok(Some(format!(
                     "its recorded parent {} is not a directory",
                     ci.pino
                 )))
             }
+        };
+        // In an encrypted directory the recorded name is ciphertext: any bytes.
+        let valid = if dir.is_encrypted() {
+            !ci.name.is_empty()
+        } else {
+            crate::ns::write::check_name(&ci.name).is_ok()
+        };
+        if !valid {
+            return Ok(Some("its recorded name is not a valid file name".into()));
         }
-        if let Ok(x) = self.lookup(ci.pino, &ci.name) {
+        let q = match recorded_query(v, &dir, &ci, &b) {
+            Ok(q) => Some(q),
+            Err(e) if dir.is_encrypted() => {
+                return Ok(Some(format!("its recorded name cannot be looked up ({e})")))
+            }
+            Err(_) => None,
+        };
+        if let Some(x) = q.and_then(|q| v.lookup_query(&dir, &q).ok()) {
             if x != ino
                 && self
                     .inode(x)

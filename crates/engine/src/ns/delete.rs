@@ -26,15 +26,24 @@ pub(crate) struct Found {
 
 impl Fs {
     /// Finds `name` in directory `dir` with its place (in a casefolded directory, the entry
-    /// whose name folds alike; `len` is the length of the name on disk).
+    /// whose name folds alike; in an encrypted one, the entry a no-key name stands for; `len`
+    /// is the length of the name on disk).
     pub(crate) fn find_entry(&self, dir: &Inode, name: &[u8]) -> Result<Found> {
-        let (dn, enc) = self.vol().dir_name(dir, name)?;
-        let enc = enc.as_ref();
-        let hash = dn.hash();
+        let q = self.vol().dir_query(dir, name)?;
+        self.find_entry_query(dir, &q)
+    }
+
+    /// Finds the entry `q` asks for in directory `dir`, with its place.
+    pub(crate) fn find_entry_query(
+        &self,
+        dir: &Inode,
+        q: &crate::ns::dir::Query<'_>,
+    ) -> Result<Found> {
+        let hash = q.hash();
         let mut found = None;
         if dir.has_inline_dentry() {
             for e in DentryArea::inline(dir.inline_area()).iter().flatten() {
-                if (enc.is_none() || e.hash == hash) && dn.matches(e.name, enc) {
+                if (!q.inline_hash() || e.hash == hash) && q.matches(e.name) {
                     found = Some(Found {
                         ino: e.ino,
                         fblk: None,
@@ -55,7 +64,7 @@ impl Fs {
         for (fblk, addr) in blocks {
             let b = self.vol().read_data_block(addr.into(), "dentry block")?;
             for e in DentryArea::block(&b).iter().flatten() {
-                if e.hash == hash && dn.matches(e.name, enc) {
+                if e.hash == hash && q.matches(e.name) {
                     return Ok(Found {
                         ino: e.ino,
                         fblk: Some(fblk),
@@ -429,7 +438,7 @@ impl Fs {
                 Error::InvalidArgument("not a regular file")
             });
         }
-        cur.check_writable()?;
+        self.vol().check_data_writable(&cur)?;
         if size >= cur.size {
             return self.extend(ino, size);
         }

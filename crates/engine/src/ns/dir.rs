@@ -3,12 +3,18 @@
 //! selects at each level. In a casefolded directory the hash is taken over the folded name and
 //! names compare folded (`uf2fs_format::casefold`), as Linux 6.1 does. Entry inode numbers
 //! are checked before use.
+//!
+//! An encrypted directory is read without its key as Linux 6.1 reads it: its entries are
+//! listed by their no-key names (`uf2fs_format::fscrypt`), and a lookup decodes such a name
+//! and walks the buckets of the hash it carries, comparing ciphertext (or its prefix and
+//! SHA-256). Casefolding plays no part there: the stored hash is all a no-key lookup has.
 
 use crate::error::{Error, Result};
 use crate::vol::Vol;
 use std::ops::ControlFlow;
 use uf2fs_format::casefold::{DirName, Encoding};
 use uf2fs_format::dentry::{blocks_per_bucket, bucket_block, buckets_at, DentryArea, DirEntry};
+use uf2fs_format::fscrypt::NoKeyName;
 use uf2fs_format::inode::{FileType, Inode, MAX_NAME_LEN};
 use uf2fs_format::nat::check_nid;
 use uf2fs_format::{CorruptKind, BLOCK_SIZE};
@@ -18,16 +24,55 @@ fn dir_blocks(dir: &Inode) -> u64 {
     dir.size.div_ceil(BLOCK_SIZE as u64)
 }
 
-/// A visitor that stops at `name` and stores its ino; with a hash, only entries whose stored
-/// hash matches are compared (as the kernel's bucket scan does).
+/// What a lookup compares entries with.
+pub(crate) enum Query<'a> {
+    /// A name as given (folded in a casefolded directory).
+    Plain(DirName<'a>, Option<Encoding>),
+    /// A no-key name of an encrypted directory, decoded.
+    NoKey(NoKeyName),
+    /// An on-disk name with its stored hash, compared byte for byte (recovery's lookup of
+    /// the ciphertext name an inode records in an encrypted directory).
+    Raw { name: &'a [u8], hash: u32 },
+}
+
+impl Query<'_> {
+    /// The hash whose buckets hold the entry.
+    pub(crate) fn hash(&self) -> u32 {
+        match self {
+            Query::Plain(dn, _) => dn.hash(),
+            Query::NoKey(n) => n.hash,
+            Query::Raw { hash, .. } => *hash,
+        }
+    }
+
+    /// Whether the stored hash must match in an inline directory too (Linux compares it in
+    /// casefolded and encrypted directories; plain ones have always matched by name alone).
+    pub(crate) fn inline_hash(&self) -> bool {
+        match self {
+            Query::Plain(_, enc) => enc.is_some(),
+            Query::NoKey(_) | Query::Raw { .. } => true,
+        }
+    }
+
+    /// Whether on-disk name `name` is the one asked for (hashes compared by the caller).
+    pub(crate) fn matches(&self, name: &[u8]) -> bool {
+        match self {
+            Query::Plain(dn, enc) => dn.matches(name, enc.as_ref()),
+            Query::NoKey(n) => n.matches(name),
+            Query::Raw { name: want, .. } => *want == name,
+        }
+    }
+}
+
+/// A visitor that stops at the entry `q` asks for and stores its ino; with a hash, only
+/// entries whose stored hash matches are compared (as the kernel's bucket scan does).
 fn finder<'a>(
     found: &'a mut Option<u32>,
-    name: &'a DirName<'a>,
-    enc: Option<&'a Encoding>,
+    q: &'a Query<'a>,
     hash: Option<u32>,
 ) -> impl FnMut(&DirEntry<'_>) -> Result<ControlFlow<()>> + 'a {
     move |e| {
-        if hash.is_none_or(|h| e.hash == h) && name.matches(e.name, enc) {
+        if hash.is_none_or(|h| e.hash == h) && q.matches(e.name) {
             *found = Some(e.ino);
             return Ok(ControlFlow::Break(()));
         }
@@ -41,9 +86,6 @@ impl Vol {
     fn check_dir(&self, dir: &Inode) -> Result<()> {
         if dir.file_type != FileType::Directory {
             return Err(Error::NotADirectory);
-        }
-        if dir.is_encrypted() {
-            return Err(uf2fs_format::Incompatible::EncryptedFile { ino: dir.ino }.into());
         }
         Ok(())
     }
@@ -109,6 +151,19 @@ impl Vol {
         Ok((dn, enc))
     }
 
+    /// What a lookup of `name` in `dir` compares entries with: in an encrypted directory
+    /// (we never hold a key) the decoded no-key name, '.' and '..' as they are; a name that
+    /// cannot be a no-key name finds nothing, as in Linux (ENOENT).
+    pub(crate) fn dir_query<'a>(&self, dir: &Inode, name: &'a [u8]) -> Result<Query<'a>> {
+        if dir.is_encrypted() && name != b"." && name != b".." {
+            return NoKeyName::decode(name)
+                .map(Query::NoKey)
+                .ok_or(Error::NotFound);
+        }
+        let (dn, enc) = self.dir_name(dir, name)?;
+        Ok(Query::Plain(dn, enc))
+    }
+
     /// Every entry of `dir`, '.' and '..' included, in on-disk order.
     pub(crate) fn for_each_dentry(&self, dir: &Inode, f: &mut Each) -> Result<()> {
         self.check_dir(dir)?;
@@ -143,14 +198,18 @@ impl Vol {
         if name.is_empty() {
             return Err(Error::NotFound);
         }
-        let (dn, enc) = self.dir_name(dir, name)?;
-        let hash = dn.hash();
+        let q = self.dir_query(dir, name)?;
+        self.lookup_query(dir, &q)
+    }
+
+    /// The inode number of the entry `q` asks for in `dir`.
+    pub(crate) fn lookup_query(&self, dir: &Inode, q: &Query<'_>) -> Result<u32> {
+        self.check_dir(dir)?;
+        let hash = q.hash();
         let mut found = None;
         if dir.has_inline_dentry() {
-            // Linux compares stored hashes in the inline area too; plain directories have
-            // always been matched by name alone here.
-            let h = enc.is_some().then_some(hash);
-            self.for_each_dentry(dir, &mut finder(&mut found, &dn, enc.as_ref(), h))?;
+            let h = q.inline_hash().then_some(hash);
+            self.for_each_dentry(dir, &mut finder(&mut found, q, h))?;
             return found.ok_or(Error::NotFound);
         }
         let nblocks = dir_blocks(dir);
@@ -172,7 +231,7 @@ impl Vol {
                     dir,
                     DentryArea::block(&b),
                     fblk,
-                    &mut finder(&mut found, &dn, enc.as_ref(), Some(hash)),
+                    &mut finder(&mut found, q, Some(hash)),
                 )?;
                 if let (ControlFlow::Break(()), Some(ino)) = (flow, found) {
                     return Ok(ino);

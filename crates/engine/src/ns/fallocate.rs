@@ -53,7 +53,7 @@ impl Fs {
             FileType::Directory => return Err(Error::IsADirectory),
             _ => return Err(Error::InvalidArgument("not a regular file")),
         }
-        i.check_writable()?;
+        self.vol().check_data_writable(&i)?;
         let max = uf2fs_format::node::max_file_blocks(i.addr_slots() as u64) * BLOCK_SIZE as u64;
         if end > max {
             return Err(Error::FileTooBig);

@@ -4,6 +4,7 @@
 //! space room; none writes a checkpoint itself (the face's `changing` does, when asked).
 
 pub(crate) mod compressed;
+pub(crate) mod crypt;
 pub(crate) mod delete;
 pub(crate) mod dir;
 pub(crate) mod edit;

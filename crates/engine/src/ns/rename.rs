@@ -141,6 +141,9 @@ impl Fs {
             return Err(Error::NotADirectory);
         }
         let src = self.find_entry(&od, old_name)?;
+        // Linux needs the keys of both directories when either is encrypted (ENOKEY).
+        self.vol().refuse_encrypted_dir(&od)?;
+        self.vol().refuse_encrypted_dir(&nd)?;
         // Recovery finds a file's entry by the name and parent in its inode: a renamed
         // file's next fsync checkpoints (as the kernel's lost-pino rule does).
         self.needs_checkpoint(ws, src.ino);

@@ -287,6 +287,8 @@ impl Fs {
             Err(Error::NotFound) => {}
             Err(e) => return Err(e),
         }
+        // No name can be made in an encrypted directory without its key (Linux: ENOKEY).
+        self.vol().refuse_encrypted_dir(&pdir)?;
         // A new directory inherits its parent's casefold flag (Linux masks it off the other
         // file types).
         let new_ft = FileType::from_mode(a.mode);
@@ -354,6 +356,7 @@ impl Fs {
                 Err(Error::NotFound) => {}
                 Err(e) => return Err(e),
             }
+            self.vol().refuse_encrypted_dir(&*self.inode(parent)?)?;
             self.add_entry(ws, parent, name, ino, target.file_type)?;
             self.needs_checkpoint(ws, ino);
             let mut t = self.edit(ino)?;
@@ -446,6 +449,11 @@ impl Fs {
             if changed == 0 {
                 return Ok(());
             }
+            // Linux's VFS asks fscrypt first: casefolding an encrypted directory needs its key
+            // (the dirhash key is derived from it).
+            if i.is_encrypted() && flags & !i.flags & iflags::CASEFOLD != 0 {
+                return Err(self.vol().no_key(&i));
+            }
             if changed & !iflags::CASEFOLD != 0 {
                 return Err(Error::Unsupported(format!(
                     "changing inode flags {:#x} is not supported yet (only the casefold flag)",
@@ -489,8 +497,22 @@ impl Fs {
         ino: u32,
         ft: FileType,
     ) -> Result<()> {
+        let hash = self.vol().dir_name(&*self.inode(parent)?, name)?.0.hash();
+        self.add_entry_hashed(ws, parent, name, hash, ino, ft)
+    }
+
+    /// `add_entry` with the hash given (recovery's entries in encrypted directories, whose
+    /// hash comes from the inode's record, not from the name).
+    pub(crate) fn add_entry_hashed(
+        &self,
+        ws: &mut WriteState,
+        parent: u32,
+        name: &[u8],
+        hash: u32,
+        ino: u32,
+        ft: FileType,
+    ) -> Result<()> {
         let mut p = self.edit(parent)?;
-        let hash = self.vol().dir_name(&p.inode, name)?.0.hash();
         if p.inode.has_inline_dentry() {
             let r = p.inline_range();
             let done = p
@@ -915,7 +937,7 @@ impl Fs {
             if i.file_type != FileType::Regular {
                 return Err(Error::InvalidArgument("not a regular file"));
             }
-            i.check_writable()?;
+            self.vol().check_data_writable(&i)?;
             let mut v = vec![
                 0u8;
                 if i.has_inline_data() {
@@ -997,7 +1019,7 @@ impl Fs {
                     FileType::Directory => return Err(Error::IsADirectory),
                     _ => return Err(Error::InvalidArgument("not a regular file")),
                 }
-                e.inode.check_writable()?;
+                self.vol().check_data_writable(&e.inode)?;
                 let in_place = in_place && ws.sync.pointers_durable(ino);
                 let end = offset
                     .checked_add(data.len() as u64)
