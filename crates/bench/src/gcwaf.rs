@@ -1159,7 +1159,14 @@ fn verdict(
     let ours = ours.filter(finished)?;
     let waf = f(ours, "/phase/result/waf")?;
     let user = u(ours, "/phase/result/user_blocks").filter(|&u| u > 0)?;
-    let moved = u(ours, "/phase/result/counters/gc_blocks_moved").map(|m| m as f64 / user as f64);
+    // Linux reports one count; uf2fs's status splits it into data and node blocks.
+    let moved = u(ours, "/phase/result/counters/gc_blocks_moved")
+        .or_else(|| {
+            let d = u(ours, "/phase/result/counters/gc_data_blocks_moved")?;
+            let n = u(ours, "/phase/result/counters/gc_node_blocks_moved").unwrap_or(0);
+            Some(d + n)
+        })
+        .map(|m| m as f64 / user as f64);
     let linux_waf = linux
         .filter(finished)
         .and_then(|v| f(v, "/phase/result/waf"));
