@@ -91,24 +91,7 @@ impl JoinedDevice {
         len: usize,
         mut each: impl FnMut(&Placed, u64, std::ops::Range<usize>) -> io::Result<()>,
     ) -> io::Result<u64> {
-        if !len.is_multiple_of(BLOCK_SIZE) {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                "buffer is not whole blocks",
-            ));
-        }
-        let n = (len / BLOCK_SIZE) as u64;
-        let end = blkaddr.checked_add(n);
-        if end.is_none_or(|e| e > self.end) {
-            return Err(io::Error::new(
-                io::ErrorKind::UnexpectedEof,
-                format!(
-                    "blocks {blkaddr}..{} are past the end of the volume's devices ({} blocks)",
-                    blkaddr.saturating_add(n),
-                    self.end
-                ),
-            ));
-        }
+        let n = crate::run_blocks(blkaddr, len, self.end, "the volume's devices", "")?;
         let end = blkaddr + n;
         let mut at = blkaddr;
         for p in &self.parts {

@@ -251,26 +251,42 @@ impl FileDevice {
     }
 
     fn check_run(&self, blkaddr: u64, len: usize) -> io::Result<u64> {
-        if !len.is_multiple_of(BLOCK_SIZE) {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                "buffer is not whole blocks",
-            ));
-        }
-        let n = (len / BLOCK_SIZE) as u64;
-        let end = blkaddr.checked_add(n);
-        if end.is_none_or(|e| e > self.blocks) {
-            return Err(io::Error::new(
-                io::ErrorKind::UnexpectedEof,
-                format!(
-                    "blocks {blkaddr}..{} are past the end of the device ({} blocks): image truncated?",
-                    blkaddr.saturating_add(n),
-                    self.blocks
-                ),
-            ));
-        }
-        Ok(n)
+        run_blocks(
+            blkaddr,
+            len,
+            self.blocks,
+            "the device",
+            ": image truncated?",
+        )
     }
+}
+
+/// The blocks in a run of `len` bytes at `blkaddr` on something of `end` blocks (`place`
+/// names it in the error, `hint` follows): whole blocks only, none past the end.
+pub(crate) fn run_blocks(
+    blkaddr: u64,
+    len: usize,
+    end: u64,
+    place: &str,
+    hint: &str,
+) -> io::Result<u64> {
+    if !len.is_multiple_of(BLOCK_SIZE) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "buffer is not whole blocks",
+        ));
+    }
+    let n = (len / BLOCK_SIZE) as u64;
+    if blkaddr.checked_add(n).is_none_or(|e| e > end) {
+        return Err(io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            format!(
+                "blocks {blkaddr}..{} are past the end of {place} ({end} blocks){hint}",
+                blkaddr.saturating_add(n)
+            ),
+        ));
+    }
+    Ok(n)
 }
 
 impl BlockDevice for FileDevice {
