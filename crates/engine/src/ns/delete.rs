@@ -278,9 +278,7 @@ impl Fs {
         }
         self.free_node(ws, ino)?;
         self.vol().forget_inode(ino);
-        if let Some(book) = self.vol().quota.as_ref() {
-            book.charge(e.was, None)?;
-        }
+        self.charge_quota(ino, e.was, None)?;
         ws.counts.valid_inodes = ws.counts.valid_inodes.saturating_sub(1);
         Ok(())
     }

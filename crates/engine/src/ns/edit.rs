@@ -76,7 +76,8 @@ pub(crate) struct Editing {
     pub inode: Inode,
     /// The time [`Editing::touch`] stamps (the file system's clock when the edit began).
     pub now: (u64, u32),
-    /// What the inode was charged in quota when the edit began (`None`: a new inode).
+    /// What the inode was charged in quota when the edit began (`None`: a new inode, or an
+    /// image that keeps no quota).
     pub was: Option<crate::ns::quota_book::Charge>,
 }
 

@@ -6,13 +6,13 @@
 //! The quota files themselves are not charged. A change is charged where an inode block
 //! changes hands: [`Fs::commit`](crate::vol::Fs) charges the difference between the inode as
 //! it was read for the edit and as it is written, and freeing an inode takes back what it
-//! held. The files are loaded whole at mount ([`QuotaBook::load`]) and written before each
+//! held. The files are loaded whole at mount ([`Fs::load_quota`]) and written before each
 //! checkpoint ([`Fs::flush_quota`]), so every checkpoint's quota files match its inodes.
 //!
 //! Limits and grace times are kept as they are on the image; uf2fs does not enforce them.
 
 use crate::error::{Error, Result};
-use crate::ns::quota_book::QuotaBook;
+use crate::ns::quota_book::{Charge, QuotaBook};
 use crate::state::WriteState;
 use crate::vol::Fs;
 use uf2fs_format::quota::QuotaTree;
@@ -21,8 +21,7 @@ impl Fs {
     /// Reads and checks every quota file the superblock names. A damaged one refuses the
     /// writable mount: its usage could not be kept exact.
     pub(crate) fn load_quota(&self) -> Result<Option<QuotaBook>> {
-        let fs = self;
-        let inos = fs.vol().sb.quota_inos();
+        let inos = self.vol().sb.quota_inos();
         if inos.iter().all(|&i| i == 0) {
             return Ok(None);
         }
@@ -31,14 +30,14 @@ impl Fs {
             if ino == 0 {
                 continue;
             }
-            let size = fs.inode(ino)?.size;
+            let size = self.inode(ino)?.size;
             if size > uf2fs_format::quota::MAX_FILE_BYTES as u64 {
                 return Err(Error::ReadOnly(format!(
                     "quota file {ino} is {size} bytes, more than uf2fs keeps in memory"
                 )));
             }
             let mut bytes = vec![0u8; size as usize];
-            let n = fs.read(ino, 0, &mut bytes)?;
+            let n = self.read(ino, 0, &mut bytes)?;
             bytes.truncate(n);
             trees
                 .push(QuotaTree::parse(ino, kind, bytes).map_err(|e| {
@@ -70,6 +69,20 @@ impl Fs {
             self.commit(e)?;
         }
         Ok(())
+    }
+
+    /// Moves inode `ino`'s quota charge from `was` to `now` (`None`: no inode), on an image
+    /// that keeps quota; the quota files themselves are never charged.
+    pub(crate) fn charge_quota(
+        &self,
+        ino: u32,
+        was: Option<Charge>,
+        now: Option<Charge>,
+    ) -> Result<()> {
+        match self.vol().quota.as_ref() {
+            Some(book) if !book.is_quota_file(ino) => book.charge(was, now),
+            _ => Ok(()),
+        }
     }
 
     /// Usage of `id` in the quota of `kind` (0 user, 1 group, 2 project) as this mount

@@ -64,7 +64,12 @@ impl Fs {
             Expect { ino, ofs: 0 },
         )?;
         let inode = Inode::parse(&block, ino, &self.vol().sb)?;
-        let was = Some(Charge::of_block(&block, inode.projid.is_some()));
+        // Only an image that keeps quota needs the inode's charge.
+        let was = self
+            .vol()
+            .quota
+            .is_some()
+            .then(|| Charge::of_block(&block, inode.projid.is_some()));
         Ok(Editing {
             ino,
             block,
@@ -100,14 +105,12 @@ impl Fs {
         } else {
             Log::WarmNode
         };
+        if self.vol().quota.is_some() {
+            let now = Charge::of_block(&e.block, e.inode.projid.is_some());
+            self.charge_quota(e.ino, e.was, Some(now))?;
+        }
         // The new block first, then the cache entry goes: a reader that fetched the old block
         // before this point finds the epoch moved and does not cache what it read.
-        if let Some(book) = self.vol().quota.as_ref() {
-            if !book.is_quota_file(e.ino) {
-                let now = Charge::of_block(&e.block, e.inode.projid.is_some());
-                book.charge(e.was, Some(now))?;
-            }
-        }
         let r = self.vol().nodes.put_dirty(e.ino, e.block, log);
         self.vol().forget_inode(e.ino);
         self.note_change(e.ino);
