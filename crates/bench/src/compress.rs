@@ -14,6 +14,7 @@
 //! Compressed writes through the mount are not measured: uf2fs does not write compressed
 //! files yet (the table says so).
 
+use crate::io::{drop_caches, q, sh};
 use clap::Args;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
@@ -53,31 +54,9 @@ pub struct CompressArgs {
     json: PathBuf,
 }
 
-fn sh(cmd: &str) -> Res<String> {
-    let out = Command::new("sh")
-        .arg("-c")
-        .arg(cmd)
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| format!("{cmd}: {e}"))?;
-    if !out.status.success() {
-        return Err(format!(
-            "{cmd}: {}\n{}{}",
-            out.status,
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        ));
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-}
-
-fn q(p: &Path) -> String {
-    format!("'{}'", p.display().to_string().replace('\'', "'\\''"))
-}
-
 /// Seconds `cmd` took, caches dropped first.
 fn timed(cmd: &str) -> Res<f64> {
-    sh("sync; echo 3 > /proc/sys/vm/drop_caches")?;
+    drop_caches()?;
     let t = Instant::now();
     sh(cmd)?;
     Ok(t.elapsed().as_secs_f64())
