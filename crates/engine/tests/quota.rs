@@ -15,25 +15,17 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use uf2fs_engine::{Fs, NewInode};
-use uf2fs_testkit::{assert_fsck_clean, fsck_f2fs, kernel_f2fs, run, scratch};
+use uf2fs_testkit::{assert_fsck_clean, fsck_f2fs, kernel_f2fs, mkfs_f2fs, scratch};
 
 /// A quota image from mkfs.f2fs itself (user, group and project quota files).
 fn quota_image(dir: &Path, mib: u64) -> PathBuf {
     let img = dir.join("img");
-    std::fs::File::create(&img)
-        .unwrap()
-        .set_len(mib << 20)
-        .unwrap();
-    run(Command::new("mkfs.f2fs")
-        .args([
-            "-q",
-            "-f",
-            "-O",
-            "extra_attr,quota,project_quota,inode_checksum",
-        ])
-        .arg(&img));
+    mkfs_f2fs(
+        &img,
+        mib,
+        &["-O", "extra_attr,quota,project_quota,inode_checksum"],
+    );
     assert_fsck_clean(&img);
     img
 }

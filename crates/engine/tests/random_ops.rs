@@ -196,19 +196,16 @@ fn run(seed: u64) -> (std::path::PathBuf, Model, usize) {
         // mkfs.f2fs's quota image (user, group and project quota files) with casefold on:
         // the quota files must match every change (fsck.f2fs recounts them).
         let img = dir.join("img");
-        std::fs::File::create(&img)
-            .unwrap()
-            .set_len(768 << 20)
-            .unwrap();
-        uf2fs_testkit::run(std::process::Command::new("mkfs.f2fs").args([
-            "-q",
-            "-f",
-            "-O",
-            "extra_attr,inode_checksum,quota,project_quota,casefold",
-            "-C",
-            "utf8",
-            img.to_str().unwrap(),
-        ]));
+        uf2fs_testkit::mkfs_f2fs(
+            &img,
+            768,
+            &[
+                "-O",
+                "extra_attr,inode_checksum,quota,project_quota,casefold",
+                "-C",
+                "utf8",
+            ],
+        );
         img
     } else {
         common::fresh_image(&dir, 768, features)

@@ -297,18 +297,25 @@ pub fn add_special_files(dir: &Path) {
         .arg(dir.join("null")));
 }
 
-/// Makes `img` of `size_mb` with mkfs.f2fs (`features` as for `-O`, may be empty) and fills
-/// it from `src` with sload.f2fs. Returns sload's output.
-pub fn mkfs_sload(img: &Path, size_mb: u64, features: &str, src: &Path) -> String {
+/// Makes `img`, a new file of `size_mb` MiB, with `mkfs.f2fs -f -q ARGS`.
+pub fn mkfs_f2fs(img: &Path, size_mb: u64, args: &[&str]) {
     let _ = fs::remove_file(img);
     let f = fs::File::create(img).expect("image");
     f.set_len(size_mb << 20).expect("size image");
-    let mut mk = Command::new("mkfs.f2fs");
-    mk.args(["-f", "-q"]);
-    if !features.is_empty() {
-        mk.args(["-O", features]);
+    run(Command::new("mkfs.f2fs")
+        .args(["-f", "-q"])
+        .args(args)
+        .arg(img));
+}
+
+/// Makes `img` of `size_mb` with mkfs.f2fs (`features` as for `-O`, may be empty) and fills
+/// it from `src` with sload.f2fs. Returns sload's output.
+pub fn mkfs_sload(img: &Path, size_mb: u64, features: &str, src: &Path) -> String {
+    if features.is_empty() {
+        mkfs_f2fs(img, size_mb, &[]);
+    } else {
+        mkfs_f2fs(img, size_mb, &["-O", features]);
     }
-    run(mk.arg(img));
     // sload.f2fs 1.15 exits 1 when its own closing fsck pass repairs inode checksums it wrote
     // (seen with inode_checksum); the image that remains is what we judge, with fsck.
     let (_, out, err) = try_run(Command::new("sload.f2fs").arg("-f").arg(src).arg(img));

@@ -185,15 +185,7 @@ pub fn file_mode() -> uf2fs_engine::NewInode {
 pub fn mkfs_f2fs_mem_image(features: &str) -> Vec<u8> {
     let dir = uf2fs_testkit::scratch(&format!("crash-mkfs-{}", features.replace(',', "-")));
     let img = dir.join("img");
-    std::fs::File::create(&img)
-        .unwrap()
-        .set_len((IMAGE_MIB << 20) as u64)
-        .unwrap();
-    uf2fs_testkit::run(
-        std::process::Command::new("mkfs.f2fs")
-            .args(["-q", "-f", "-O", features])
-            .arg(&img),
-    );
+    uf2fs_testkit::mkfs_f2fs(&img, IMAGE_MIB as u64, &["-O", features]);
     let bytes = std::fs::read(&img).unwrap();
     let _ = std::fs::remove_dir_all(&dir);
     bytes
