@@ -171,6 +171,64 @@ pub fn decompress_cluster(
     Ok(())
 }
 
+/// Compresses one whole cluster (`plain`, exactly the cluster's bytes) as a writer must lay
+/// it out: the header (clen, the checksum when the inode asks for one), the stream, zeros to
+/// the end of the last block. `None` when that would not save at least one block, as Linux
+/// decides (the stream must fit in cluster_size - 1 blocks less the header), or when the
+/// algorithm has no encoder here: the cluster is then stored plain, which every reader takes.
+pub fn compress_cluster(c: &Compression, plain: &[u8]) -> Option<Vec<u8>> {
+    if plain.len() != c.cluster_bytes() {
+        return None;
+    }
+    let room = plain.len().checked_sub(BLOCK_SIZE + COMPRESS_HEADER_SIZE)?;
+    let mut out = vec![0u8; COMPRESS_HEADER_SIZE + room];
+    let body = out.get_mut(COMPRESS_HEADER_SIZE..)?;
+    let clen = match c.algorithm {
+        // lz4_flex has one level; a level asked of LZ4 (Linux's LZ4HC) is recorded in the
+        // inode but the stream is LZ4's fast one, which every LZ4 decoder reads alike.
+        // (lz4_flex wants room for the worst case, so it encodes into its own buffer.)
+        Algorithm::Lz4 => {
+            let v = lz4_flex::block::compress(plain);
+            body.get_mut(..v.len())?.copy_from_slice(&v);
+            v.len()
+        }
+        Algorithm::Zstd => {
+            let level = if c.level == 0 {
+                ZSTD_DEFAULT_LEVEL
+            } else {
+                i32::from(c.level)
+            };
+            let mut z = zstd::bulk::Compressor::new(level).ok()?;
+            // Linux's decoder takes frames whose window is at most the cluster: with the
+            // content size known the encoder never asks for more.
+            z.set_parameter(zstd::zstd_safe::CParameter::ChecksumFlag(false))
+                .ok()?;
+            z.compress_to_buffer(plain, body).ok()?
+        }
+        // No LZO encoder yet: such clusters are stored plain.
+        Algorithm::Lzo | Algorithm::LzoRle => return None,
+    };
+    body.get_mut(clen..)?.fill(0);
+    let payload = body.get(..clen)?;
+    let sum = if c.checksum {
+        f2fs_crc32(F2FS_SUPER_MAGIC, payload)
+    } else {
+        0
+    };
+    let header = RawCompressHeader {
+        clen: U32::new(u32::try_from(clen).ok()?),
+        chksum: U32::new(sum),
+        reserved: [U32::new(0); 4],
+    };
+    out.get_mut(..COMPRESS_HEADER_SIZE)?
+        .copy_from_slice(header.as_bytes());
+    out.truncate((COMPRESS_HEADER_SIZE + clen).div_ceil(BLOCK_SIZE) * BLOCK_SIZE);
+    Some(out)
+}
+
+/// Linux's default ZSTD level for F2FS (`F2FS_ZSTD_DEFAULT_CLEVEL`).
+pub const ZSTD_DEFAULT_LEVEL: i32 = 1;
+
 /// One ZSTD frame into `out`. The window may not exceed the cluster, as Linux sizes its
 /// decoder, so a hostile frame cannot make the decoder allocate more than that.
 fn zstd_decompress(src: &[u8], out: &mut [u8], log_cluster_size: u8) -> Option<usize> {
@@ -232,6 +290,34 @@ mod tests {
             let mut out = vec![0u8; c.cluster_bytes()];
             decompress_cluster(&c, 7, 3, &blocks, &mut out).unwrap();
             assert_eq!(out, plain, "{alg:?}");
+        }
+    }
+
+    #[test]
+    fn compress_cluster_round_trips_and_gives_up_on_noise() {
+        for alg in [Algorithm::Lz4, Algorithm::Zstd] {
+            for log in [2u8, 4, 8] {
+                let mut c = comp(alg, log % 4 == 0);
+                c.log_cluster_size = log;
+                let plain: Vec<u8> = (0..c.cluster_bytes())
+                    .map(|i| (i / 100 % 7) as u8 + b'a')
+                    .collect();
+                let packed = compress_cluster(&c, &plain).expect("text compresses");
+                assert!(packed.len() < plain.len() && packed.len().is_multiple_of(BLOCK_SIZE));
+                let mut out = vec![0u8; c.cluster_bytes()];
+                decompress_cluster(&c, 1, 0, &packed, &mut out).unwrap();
+                assert_eq!(out, plain, "{alg:?} log {log}");
+                let mut x = 88172645463325252u64;
+                let noise: Vec<u8> = (0..c.cluster_bytes())
+                    .map(|_| {
+                        x ^= x << 13;
+                        x ^= x >> 7;
+                        x ^= x << 17;
+                        x as u8
+                    })
+                    .collect();
+                assert!(compress_cluster(&c, &noise).is_none(), "{alg:?} noise");
+            }
         }
     }
 

@@ -7,8 +7,6 @@ use std::fmt;
 pub enum Incompatible {
     #[error("unknown superblock feature bits {0:#x}")]
     UnknownFeatures(u32),
-    #[error("writing compressed files is not supported yet (inode {ino})")]
-    CompressedWrite { ino: u32 },
     #[error("unknown filename encoding {0} in the superblock (Linux 6.1 knows only 1, utf8-12.1)")]
     UnknownEncoding(u16),
     #[error("directory {ino} is casefolded but the image has no casefold feature")]

@@ -10,7 +10,7 @@ use crate::compress::{
 use crate::crc::f2fs_crc32;
 use crate::node::{max_file_blocks, Footer, DEF_ADDRS_PER_INODE, FOOTER_OFFSET, NIDS_PER_INODE};
 use crate::superblock::{feature, Superblock};
-use crate::{le16, le32, le64, CorruptKind, FormatError, Incompatible, BLOCK_SIZE};
+use crate::{le16, le32, le64, CorruptKind, FormatError, BLOCK_SIZE};
 use zerocopy::little_endian::{U16, U32, U64};
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout, Unaligned};
 
@@ -40,6 +40,8 @@ pub mod advise {
 /// `i_flags` bits that matter to the reader.
 pub mod iflags {
     pub const COMPR: u32 = 0x0000_0004;
+    /// FS_NOCOMP_FL: a directory whose new files are never compressed.
+    pub const NOCOMP: u32 = 0x0000_0400;
     pub const IMMUTABLE: u32 = 0x0000_0010;
     pub const APPEND: u32 = 0x0000_0020;
     pub const NODUMP: u32 = 0x0000_0040;
@@ -442,16 +444,6 @@ impl Inode {
         self.flags & iflags::CASEFOLD != 0
     }
 
-    /// Refuses changing the data of what we cannot write correctly yet, by name: compressed
-    /// files (their clusters would have to be compressed again). Encrypted files are refused
-    /// by the engine before this, for want of their key.
-    pub fn check_writable(&self) -> Result<(), Incompatible> {
-        if self.compression.is_some() {
-            return Err(Incompatible::CompressedWrite { ino: self.ino });
-        }
-        Ok(())
-    }
-
     fn extra_words(&self) -> usize {
         usize::from(self.extra_isize / 4)
     }
@@ -478,6 +470,13 @@ impl Inode {
             Some(c) => n & !(c.cluster_blocks() - 1),
             None => n,
         }
+    }
+
+    /// The most file blocks the inode's tree can map (Linux's `max_file_blocks` for it).
+    pub fn max_blocks(&self) -> u64 {
+        let (a, n) = (self.addrs_in_inode() as u64, self.addrs_per_dnode());
+        let m = crate::node::NIDS_PER_BLOCK;
+        a + 2 * n + 2 * n * m + n * m * m
     }
 
     /// Data address of file block `i` (`i < addr_slots()`).

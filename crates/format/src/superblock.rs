@@ -45,7 +45,7 @@ pub mod feature {
     /// Every bit Linux 6.1 knows.
     pub const KNOWN: u32 = 0x7FFF;
     /// Features whose images uf2fs can write: the others change on-disk rules it does not
-    /// keep yet (compression, verity, zones, ro). With `encrypt` the plain part of the image
+    /// keep yet (verity, zones, ro). With `encrypt` the plain part of the image
     /// is written as usual and encrypted files refuse changes that need the key.
     pub const KNOWN_WRITABLE: u32 = ENCRYPT
         | EXTRA_ATTR
@@ -56,7 +56,8 @@ pub mod feature {
         | SB_CHKSUM
         | CASEFOLD
         | QUOTA_INO
-        | PRJQUOTA;
+        | PRJQUOTA
+        | COMPRESSION;
 
     /// Names as mkfs.f2fs's `-O` spells them, in bit order.
     pub const NAMES: [(u32, &str); 15] = [
