@@ -252,8 +252,9 @@ fn linux_compressed_files_read_back_field_for_field() {
     assert!(checked > 60, "stat list has {checked} lines");
     drop(fs);
 
-    // The FUSE mount (read-only: uf2fs does not write compression images) shows it too,
-    // SEEK_DATA/SEEK_HOLE included (treeview's hash uses them), and refuses writes.
+    // The FUSE mount shows it too, SEEK_DATA/SEEK_HOLE included (treeview's hash uses
+    // them). A file whose saved blocks were released refuses writes (EPERM, as in Linux);
+    // the others take them (compressed_writes_with_linux judges those writes).
     let mnt = dir.join("mnt");
     let m = Mount::new(
         std::path::Path::new(env!("CARGO_BIN_EXE_uf2fs")),
@@ -264,10 +265,15 @@ fn linux_compressed_files_read_back_field_for_field() {
     assert_same_view(&want, &view(&mnt, None), "FUSE mount");
     let w = std::fs::OpenOptions::new()
         .append(true)
-        .open(mnt.join("lz4_c4k/text"));
-    assert!(w.is_err(), "a compressed file opened for writing");
-    // cat through the CLI equals the extracted bytes
+        .open(mnt.join("released/file"))
+        .and_then(|mut f| std::io::Write::write_all(&mut f, b"more").and_then(|()| f.sync_all()));
+    assert_eq!(
+        w.map_err(|e| e.raw_os_error()),
+        Err(Some(1)),
+        "writing a file whose compressed blocks were released"
+    );
     m.umount();
+    // cat through the CLI equals the extracted bytes
     let cat = Command::new(env!("CARGO_BIN_EXE_uf2fs"))
         .arg("cat")
         .arg(&img)

@@ -15,8 +15,8 @@ use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use uf2fs_testkit::{
-    add_special_files, assert_fsck_clean, assert_same_view, fixture, gen_tree, linux_view, run,
-    scratch, try_run, view, Mount, TreeSpec,
+    add_special_files, assert_fsck_clean, assert_same_view, gen_tree, linux_view, run, scratch,
+    try_run, view, Mount, TreeSpec,
 };
 
 const FIELDS: &str = "type,mode,uid,gid,size,mtime,hash,target,links,xattr,rdev";
@@ -326,15 +326,13 @@ fn read_only_mounts_write_nothing() {
     let dir = scratch("mount-ro");
     let mnt = dir.join("mnt");
     std::fs::create_dir_all(&mnt).unwrap();
-    // An image with a feature we do not write (compression) is served read-only, by name;
-    // a writable image with -o ro is too.
-    let compressed = fixture("linux-compress", &dir);
+    // An image with a feature we do not write (verity) is served read-only, by name; a
+    // writable image with -o ro is too.
+    let verity = dir.join("verity");
+    uf2fs_testkit::mkfs_f2fs(&verity, 128, &["-O", "extra_attr,verity,lost_found"]);
     let plain = dir.join("plain");
     mkfs(&plain, "128M");
-    for (img, opts, says) in [
-        (&compressed, vec![], "compression"),
-        (&plain, vec!["-o", "ro"], ""),
-    ] {
+    for (img, opts, says) in [(&verity, vec![], "verity"), (&plain, vec!["-o", "ro"], "")] {
         let before = std::fs::read(img).unwrap();
         // Detaches the mount if an assertion below fails before `uf2fs umount`.
         struct Detach<'a>(&'a Path);
@@ -370,10 +368,7 @@ fn read_only_mounts_write_nothing() {
             "write on a read-only mount: {e}"
         );
         if !says.is_empty() {
-            assert!(
-                std::fs::read_dir(&mnt).unwrap().count() > 0,
-                "the fixture's files"
-            );
+            assert!(std::fs::read_dir(&mnt).unwrap().count() > 0, "lost+found");
         }
         run(Command::new(bin()).arg("umount").arg(&mnt));
         assert!(

@@ -43,9 +43,13 @@ pub use space::sit::SegmentUsage;
 pub use space::Policy as GcPolicy;
 pub use status::{CheckpointStats, IoStats, Status};
 pub use uf2fs_format::geometry::Geometry;
-pub use vol::{AllocMode, BackgroundGc, Extent, Fs, FsyncMode, IpuPolicy, Options};
+pub use vol::{
+    AllocMode, BackgroundGc, CompressOptions, Extensions, Extent, Fs, FsyncMode, IpuPolicy, Options,
+};
 
 pub use uf2fs_device;
+pub use uf2fs_format::compress;
 pub use uf2fs_format::fscrypt;
 pub use uf2fs_format::inode::{FileType, Inode, Time};
 pub use uf2fs_format::{CorruptKind, Incompatible};
+pub use uf2fs_format::{COMPRESS_ADDR, NEW_ADDR, NULL_ADDR};

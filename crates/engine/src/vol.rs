@@ -142,6 +142,115 @@ pub struct Options {
     /// sload.f2fs writes them), and checkpoints do not advance the volume's age (the
     /// checkpoint's elapsed_time and the SIT's segment mtimes). `None`: the system clock.
     pub fixed_time: Option<u64>,
+    /// How new files are compressed (`compress_*`; only on an image with the compression
+    /// feature).
+    pub compress: CompressOptions,
+}
+
+/// The kernel's `compress_*` mount options: which new files are compressed and how. A new
+/// regular file is compressed when its name has one of `extensions` (and none of
+/// `no_extensions`, nor one of the superblock's hot extensions), or when its directory is
+/// (FS_COMPR_FL, `chattr +c`); a new directory takes its parent's flag.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct CompressOptions {
+    /// `compress_algorithm=` (Linux's default: lz4).
+    #[serde(serialize_with = "algorithm_name")]
+    pub algorithm: uf2fs_format::compress::Algorithm,
+    /// The level after the algorithm's name (`lz4:N`, `zstd:N`; 0: the default), recorded in
+    /// each new file.
+    pub level: u8,
+    /// `compress_log_size=` (2..8: clusters of 4 to 256 blocks; Linux's default 2).
+    pub log_cluster_size: u8,
+    /// `compress_chksum`: new files' clusters carry a checksum.
+    pub checksum: bool,
+    /// `compress_mode=user`: writes store clusters plain (only `fs`, the default, compresses
+    /// as it writes).
+    pub user_mode: bool,
+    /// `compress_extension=` (at most 16; `*` is every name).
+    pub extensions: Extensions,
+    /// `nocompress_extension=`.
+    pub no_extensions: Extensions,
+}
+
+fn algorithm_name<S: serde::Serializer>(
+    a: &uf2fs_format::compress::Algorithm,
+    s: S,
+) -> std::result::Result<S::Ok, S::Error> {
+    s.serialize_str(a.name())
+}
+
+impl Default for CompressOptions {
+    fn default() -> Self {
+        CompressOptions {
+            algorithm: uf2fs_format::compress::Algorithm::Lz4,
+            level: 0,
+            log_cluster_size: uf2fs_format::compress::MIN_LOG_CLUSTER_SIZE,
+            checksum: false,
+            user_mode: false,
+            extensions: Extensions::default(),
+            no_extensions: Extensions::default(),
+        }
+    }
+}
+
+/// File-name extensions as the kernel keeps them for its mount options: at most 16, each of
+/// 1 to 7 bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+pub struct Extensions {
+    count: u8,
+    names: [[u8; 8]; 16],
+}
+
+impl Extensions {
+    /// The most extensions a list holds (the kernel's COMPRESS_EXT_NUM).
+    pub const MAX: usize = 16;
+
+    /// Adds `ext`; an error names what is wrong with it.
+    pub fn push(&mut self, ext: &str) -> std::result::Result<(), String> {
+        if ext.is_empty() || ext.len() > 7 || ext.contains(['/', '\0']) {
+            return Err(format!("extension {ext:?} must be 1 to 7 bytes, no '/'"));
+        }
+        if self.iter().any(|e| e == ext.as_bytes()) {
+            return Ok(());
+        }
+        let slot = self
+            .names
+            .get_mut(usize::from(self.count))
+            .ok_or_else(|| format!("at most {} extensions", Self::MAX))?;
+        slot.fill(0);
+        if let Some(dst) = slot.get_mut(..ext.len()) {
+            dst.copy_from_slice(ext.as_bytes());
+        }
+        self.count += 1;
+        Ok(())
+    }
+
+    /// The extensions, in the order given.
+    pub fn iter(&self) -> impl Iterator<Item = &[u8]> {
+        self.names
+            .iter()
+            .take(usize::from(self.count))
+            .map(|n| n.split(|&b| b == 0).next().unwrap_or(&[]))
+    }
+
+    /// Whether `name` has one of the extensions, as the kernel matches them: `*` matches
+    /// every name; otherwise the name ends in `.EXT` (ASCII case ignored) with at least one
+    /// byte before the dot.
+    pub fn matches(&self, name: &[u8]) -> bool {
+        self.iter().any(|ext| extension_matches(name, ext))
+    }
+}
+
+/// See [`Extensions::matches`].
+pub(crate) fn extension_matches(name: &[u8], ext: &[u8]) -> bool {
+    if ext == b"*" {
+        return true;
+    }
+    if ext.is_empty() || name.len() < ext.len() + 2 {
+        return false;
+    }
+    let (stem, tail) = name.split_at(name.len() - ext.len());
+    stem.last() == Some(&b'.') && tail.eq_ignore_ascii_case(ext)
 }
 
 /// The kernel's `mode`: whether data may be written anywhere but at a log's end.
@@ -218,6 +327,7 @@ impl Default for Options {
             background_gc: BackgroundGc::On,
             cache_bytes: crate::cache::DEFAULT_CACHE_BYTES,
             fixed_time: None,
+            compress: CompressOptions::default(),
         }
     }
 }

@@ -114,6 +114,7 @@ pub fn serve(
         background_gc: opts.background_gc,
         cache_bytes: opts.cache_bytes,
         fixed_time: None,
+        compress: opts.compress,
     });
     let fs = Arc::new(fs);
     let paths = control_paths(&mountpoint)?;

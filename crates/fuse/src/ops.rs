@@ -41,6 +41,9 @@ enum KillSetId {
 fn libc_accmode() -> i32 {
     rustix::fs::OFlags::ACCMODE.bits() as i32
 }
+fn libc_rdonly() -> i32 {
+    rustix::fs::OFlags::RDONLY.bits() as i32
+}
 fn libc_wronly() -> i32 {
     rustix::fs::OFlags::WRONLY.bits() as i32
 }
@@ -832,7 +835,12 @@ impl Filesystem for Volume {
             return reply.error(errno(e));
         }
         // An encrypted file opens only with its key, which we never have (ENOKEY, as Linux).
-        if let Err(e) = self.fs.check_open(nid) {
+        let check = if flags.0 & libc_accmode() == libc_rdonly() {
+            self.fs.check_open(nid)
+        } else {
+            self.fs.check_open_write(nid)
+        };
+        if let Err(e) = check {
             return reply.error(errno(e));
         }
         // Hold the inode so that an unlink while open keeps it (an orphan) until release.

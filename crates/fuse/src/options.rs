@@ -4,7 +4,8 @@
 
 use serde::Serialize;
 
-pub use uf2fs_engine::{AllocMode, BackgroundGc, FsyncMode, GcPolicy, IpuPolicy};
+use uf2fs_engine::compress::{Algorithm, MAX_LOG_CLUSTER_SIZE, MIN_LOG_CLUSTER_SIZE};
+pub use uf2fs_engine::{AllocMode, BackgroundGc, CompressOptions, FsyncMode, GcPolicy, IpuPolicy};
 
 /// When reads update a file's access time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -89,6 +90,10 @@ pub struct MountOptions {
     /// (`device=PATH`, once per device); those not named are looked for at the paths the
     /// superblock recorded.
     pub devices: Vec<std::path::PathBuf>,
+    /// How new files are compressed on an image with the compression feature
+    /// (`compress_algorithm=`, `compress_log_size=`, `compress_extension=`,
+    /// `nocompress_extension=`, `compress_chksum`, `compress_mode=`), as in Linux.
+    pub compress: CompressOptions,
 }
 
 impl Default for MountOptions {
@@ -118,6 +123,7 @@ impl Default for MountOptions {
             writeback_cache: true,
             flags: Vec::new(),
             devices: Vec::new(),
+            compress: CompressOptions::default(),
         }
     }
 }
@@ -253,6 +259,55 @@ impl MountOptions {
                 return Err("mount option device needs a value (device=PATH)".into())
             }
             ("device", Some(v)) => self.devices.push(v.into()),
+            ("compress_algorithm", Some(v)) => {
+                let (name, level) = match v.split_once(':') {
+                    Some((n, l)) => (n, Some(l)),
+                    None => (v, None),
+                };
+                let (algorithm, levels) = match name {
+                    "lzo" => (Algorithm::Lzo, None),
+                    "lz4" => (Algorithm::Lz4, Some(3..=16u8)),
+                    "zstd" => (Algorithm::Zstd, Some(1..=22u8)),
+                    "lzo-rle" => (Algorithm::LzoRle, None),
+                    _ => return bad_value(v, "lzo, lz4, lz4:3..16, zstd, zstd:1..22, lzo-rle"),
+                };
+                let level = match (level, levels) {
+                    (None, _) => 0,
+                    (Some(l), Some(r)) => match l.parse::<u8>() {
+                        Ok(n) if r.contains(&n) => n,
+                        _ => return bad_value(v, "lz4:3..16, zstd:1..22"),
+                    },
+                    (Some(_), None) => return bad_value(v, "a level only for lz4 and zstd"),
+                };
+                self.compress.algorithm = algorithm;
+                self.compress.level = level;
+            }
+            ("compress_log_size", Some(v)) => {
+                self.compress.log_cluster_size = match v.parse::<u8>() {
+                    Ok(n) if (MIN_LOG_CLUSTER_SIZE..=MAX_LOG_CLUSTER_SIZE).contains(&n) => n,
+                    _ => return bad_value(v, "2 to 8 (clusters of 4 to 256 blocks)"),
+                }
+            }
+            ("compress_extension", Some(v)) => self
+                .compress
+                .extensions
+                .push(v)
+                .map_err(|e| format!("mount option compress_extension: {e}"))?,
+            ("nocompress_extension", Some(v)) => self
+                .compress
+                .no_extensions
+                .push(v)
+                .map_err(|e| format!("mount option nocompress_extension: {e}"))?,
+            ("compress_mode", Some(v)) => {
+                self.compress.user_mode = match v {
+                    "fs" => false,
+                    "user" => true,
+                    _ => return bad_value(v, "fs, user"),
+                }
+            }
+            ("compress_chksum", None) => self.compress.checksum = true,
+            // Linux's cache of compressed pages; nothing on disk depends on it.
+            ("compress_cache", None) => {}
             ("checkpoint_merge", None) => self.checkpoint_merge = true,
             ("nocheckpoint_merge", None) => self.checkpoint_merge = false,
             ("writeback_cache", None) => self.writeback_cache = true,
@@ -302,13 +357,30 @@ impl MountOptions {
                 | "noinline_data"
                 | "inline_dentry"
                 | "noinline_dentry"
-                | "inline_xattr",
+                | "inline_xattr"
+                | "compress_chksum"
+                | "compress_cache",
                 Some(_),
             ) => return Err(format!("mount option {key} takes no value")),
             (
-                "background_gc" | "mode" | "fsync_mode" | "gc_policy" | "gc_node_penalty" | "log"
-                | "cache_size" | "threads" | "gc_window" | "gc_batch" | "ipu" | "cp_interval"
-                | "device",
+                "background_gc"
+                | "mode"
+                | "fsync_mode"
+                | "gc_policy"
+                | "gc_node_penalty"
+                | "log"
+                | "cache_size"
+                | "threads"
+                | "gc_window"
+                | "gc_batch"
+                | "ipu"
+                | "cp_interval"
+                | "device"
+                | "compress_algorithm"
+                | "compress_log_size"
+                | "compress_extension"
+                | "nocompress_extension"
+                | "compress_mode",
                 None,
             ) => return Err(format!("mount option {key} needs a value ({key}=...)")),
             _ => return Err(format!("unknown mount option '{opt}'")),
@@ -339,6 +411,50 @@ fn parse_size(v: &str) -> Option<u64> {
 mod tests {
     #![allow(clippy::unwrap_used, reason = "tests")]
     use super::*;
+
+    #[test]
+    fn compress_options_parse_as_linux_spells_them() {
+        let o = MountOptions::parse(&[
+            "compress_algorithm=zstd:7,compress_log_size=5,compress_extension=txt,\
+             compress_extension=*,nocompress_extension=jpg,compress_chksum,compress_mode=user,\
+             compress_cache",
+        ])
+        .unwrap();
+        let c = o.compress;
+        assert_eq!(
+            (c.algorithm, c.level, c.log_cluster_size),
+            (Algorithm::Zstd, 7, 5)
+        );
+        assert!(c.checksum && c.user_mode);
+        assert!(c.extensions.matches(b"a.TXT") && c.extensions.matches(b"x"));
+        assert!(c.no_extensions.matches(b"p.jpg") && !c.no_extensions.matches(b".jpg"));
+        let d = MountOptions::parse::<&str>(&[]).unwrap().compress;
+        assert_eq!(
+            (d.algorithm, d.level, d.log_cluster_size),
+            (Algorithm::Lz4, 0, 2)
+        );
+        for bad in [
+            "compress_algorithm=lz5",
+            "compress_algorithm=lzo:3",
+            "compress_algorithm=zstd:23",
+            "compress_algorithm=lz4:2",
+            "compress_log_size=9",
+            "compress_log_size=1",
+            "compress_extension=toolongext",
+            "compress_mode=auto",
+            "compress_chksum=1",
+            "compress_algorithm",
+        ] {
+            assert!(MountOptions::parse(&[bad]).is_err(), "{bad} accepted");
+        }
+        let many: Vec<String> = (0..17)
+            .map(|i| format!("compress_extension=e{i}"))
+            .collect();
+        assert!(
+            MountOptions::parse(&many).is_err(),
+            "17 extensions accepted"
+        );
+    }
 
     #[test]
     fn defaults_are_the_kernels() {

@@ -51,13 +51,19 @@ impl Vol {
         }
     }
 
-    /// Refuses changing the data of `inode` when it is encrypted (ENOKEY) or compressed
-    /// (not supported yet).
+    /// Refuses changing the data of `inode` when it is encrypted (ENOKEY) or compressed with
+    /// its saved blocks released (EPERM, as Linux answers until F2FS_IOC_RESERVE_COMPRESS_BLOCKS
+    /// takes them back, which uf2fs does not offer yet).
     pub(crate) fn check_data_writable(&self, inode: &Inode) -> Result<()> {
         if inode.is_encrypted() {
             return Err(self.no_key(inode));
         }
-        Ok(inode.check_writable()?)
+        if inode.compression.is_some_and(|c| c.released) {
+            return Err(Error::NotPermitted(
+                "the compressed file's saved blocks were released: it cannot be written",
+            ));
+        }
+        Ok(())
     }
 
     /// Refuses a change of `dir`'s entries when it is encrypted (no new name can be
@@ -84,6 +90,19 @@ impl Fs {
         let i = self.inode(ino)?;
         if i.file_type == FileType::Regular && i.is_encrypted() {
             return Err(self.vol().no_key(&i));
+        }
+        Ok(())
+    }
+
+    /// Whether `ino` may be opened for writing: as [`Fs::check_open`], and its data must be
+    /// writable (a compressed file whose saved blocks were released is not: EPERM). Linux
+    /// answers that at write(2); a FUSE mount with the writeback cache would learn it only at
+    /// writeback, so the open says it.
+    pub fn check_open_write(&self, ino: u32) -> Result<()> {
+        self.check_open(ino)?;
+        let i = self.inode(ino)?;
+        if i.file_type == FileType::Regular {
+            self.vol().check_data_writable(&i)?;
         }
         Ok(())
     }

@@ -313,15 +313,26 @@ impl Fs {
     /// but each counts in valid_block_count and i_blocks, as Linux counts them, except the
     /// COMPRESS_ADDR of a file whose saved blocks were released (Linux gave that one back
     /// with them).
-    fn free_addr(&self, ws: &mut WriteState, e: &mut crate::ns::edit::Editing, addr: u32) {
+    pub(crate) fn free_addr(
+        &self,
+        ws: &mut WriteState,
+        e: &mut crate::ns::edit::Editing,
+        addr: u32,
+    ) {
         if addr == NULL_ADDR {
             return;
         }
-        if addr == COMPRESS_ADDR {
-            if e.inode.compression.is_some_and(|c| c.released) {
-                return;
-            }
-        } else if addr != NEW_ADDR {
+        let released = e.inode.compression.is_some_and(|c| c.released);
+        if addr == COMPRESS_ADDR && released {
+            return;
+        }
+        // In a compressed file the COMPRESS_ADDR and NEW_ADDR slots of a cluster are the
+        // blocks it saves (`i_compr_blocks`).
+        let reserved = addr == COMPRESS_ADDR || addr == NEW_ADDR;
+        if reserved && e.inode.compression.is_some() && !released {
+            e.add_compr_blocks(-1);
+        }
+        if !reserved {
             ws.segs.invalidate(addr);
             e.drop_from_extent(addr);
         }
@@ -341,7 +352,9 @@ impl Fs {
         // Roll-forward cannot replay freed nodes: the next fsync of this file checkpoints.
         self.needs_checkpoint(ws, e.ino);
         ws.sync.relinked.insert(e.ino);
-        let a = e.inode.addr_slots() as u64;
+        // A compressed file's inode and direct nodes map whole clusters only.
+        let a = e.inode.addrs_in_inode() as u64;
+        let n = e.inode.addrs_per_dnode();
         for i in start.min(a)..end.min(a) {
             let at = e.addr_slot(i as usize);
             let addr = crate::ns::edit::get32(&e.block, at);
@@ -351,11 +364,11 @@ impl Fs {
         let mut base = a;
         // Spans of the five i_nid slots and how deep each goes.
         let spans = [
-            (0usize, N, 0u32),
-            (1, N, 0),
-            (2, N * N, 1),
-            (3, N * N, 1),
-            (4, N * N * N, 2),
+            (0usize, n, 0u32),
+            (1, n, 0),
+            (2, n * N, 1),
+            (3, n * N, 1),
+            (4, n * N * N, 2),
         ];
         for (slot, span, depth) in spans {
             if end > base && start < base + span {
@@ -387,12 +400,19 @@ impl Fs {
         start: u64,
         end: u64,
     ) -> Result<ControlFlow<()>> {
-        let span_per_entry = N.pow(depth);
-        let whole = start <= base && end >= base.saturating_add(N * span_per_entry);
+        // A direct node holds `n` addresses (fewer than N for a compressed file); an
+        // indirect one N children, each covering n * N^(depth - 1) file blocks.
+        let n = e.inode.addrs_per_dnode();
+        let (entries, span_per_entry) = if depth == 0 {
+            (n, 1)
+        } else {
+            (N, n * N.pow(depth - 1))
+        };
+        let whole = start <= base && end >= base.saturating_add(entries * span_per_entry);
         let (mut b, log) =
             self.node_for_edit(nid, e.ino, e.inode.file_type == FileType::Directory)?;
         let mut changed = false;
-        for k in 0..N {
+        for k in 0..entries {
             let lo = base + k * span_per_entry;
             let hi = lo + span_per_entry;
             if hi <= start || lo >= end {
@@ -449,6 +469,9 @@ impl Fs {
                     tail.fill(0);
                 }
             } else {
+                if let Some(c) = e.inode.compression {
+                    self.truncate_compressed(ws, &mut e, &c, size)?;
+                }
                 let bs = BLOCK_SIZE as u64;
                 let keep = size.div_ceil(bs);
                 self.punch(ws, &mut e, keep, u64::MAX)?;

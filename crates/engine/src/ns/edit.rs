@@ -101,6 +101,12 @@ impl Editing {
         let b = uf2fs_format::le64(&self.block, 24).unwrap_or(0);
         self.set_u64(24, b.saturating_add_signed(n));
     }
+    /// Adds `n` to `i_compr_blocks` (the blocks a compressed file saves; never below 0).
+    pub(crate) fn add_compr_blocks(&mut self, n: i64) {
+        let at = I_ADDR_OFFSET + 24;
+        let b = uf2fs_format::le64(&self.block, at).unwrap_or(0);
+        self.set_u64(at, b.saturating_add_signed(n));
+    }
     pub(crate) fn links(&self) -> u32 {
         get32(&self.block, 12)
     }

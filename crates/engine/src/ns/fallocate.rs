@@ -24,6 +24,14 @@ impl Fs {
         if len == 0 {
             return Err(Error::InvalidArgument("fallocate length 0"));
         }
+        // Linux refuses punching and zeroing a compressed file; reserving blocks there would
+        // put NEW_ADDR slots in plain clusters, which uf2fs does not keep apart from a
+        // compressed cluster's saved blocks. posix_fallocate(3) writes zeros instead.
+        if self.inode_shared(ino)?.compression.is_some() {
+            return Err(Error::Unsupported(
+                "fallocate on a compressed file is not supported".into(),
+            ));
+        }
         if mode & FALLOC_FL_PUNCH_HOLE != 0 && mode & FALLOC_FL_KEEP_SIZE == 0 {
             return Err(Error::Unsupported("PUNCH_HOLE needs KEEP_SIZE".into()));
         }
@@ -54,7 +62,7 @@ impl Fs {
             _ => return Err(Error::InvalidArgument("not a regular file")),
         }
         self.vol().check_data_writable(&i)?;
-        let max = uf2fs_format::node::max_file_blocks(i.addr_slots() as u64) * BLOCK_SIZE as u64;
+        let max = i.max_blocks() * BLOCK_SIZE as u64;
         if end > max {
             return Err(Error::FileTooBig);
         }

@@ -27,9 +27,7 @@ use uf2fs_format::inode::{
     iflags, inline_flags, FileType, Inode, I_ADDR_OFFSET, I_NID_OFFSET, MAX_DIR_HASH_DEPTH,
     MAX_NAME_LEN,
 };
-use uf2fs_format::node::{
-    entry, is_indirect, ofs, ADDRS_PER_BLOCK, COLD_BIT, FOOTER_OFFSET, OFFSET_BIT_SHIFT,
-};
+use uf2fs_format::node::{entry, is_indirect, ofs, COLD_BIT, FOOTER_OFFSET, OFFSET_BIT_SHIFT};
 use uf2fs_format::summary::RawSummary;
 use uf2fs_format::superblock::feature;
 use uf2fs_format::{Block, BLOCK_SIZE, NEW_ADDR, NULL_ADDR};
@@ -308,8 +306,15 @@ impl Fs {
         if inherit_project && matches!(new_ft, Some(FileType::Directory | FileType::Regular)) {
             flags |= iflags::PROJINHERIT;
         }
+        let compress = self.compress_new(&pdir, new_ft, name);
+        if compress == Some(false) {
+            flags |= iflags::NOCOMP;
+        }
         let nid = self.vol().nat.alloc(&*self.vol().dev)?;
         let mut e = self.new_inode_block(nid, parent, name, a, flags)?;
+        if compress == Some(true) {
+            self.set_compress_context(&mut e)?;
+        }
         if let (true, Some(projid), Some(_)) = (inherit_project, pdir.projid, e.inode.projid) {
             e.set_u32(I_ADDR_OFFSET + 4, projid);
         }
@@ -434,10 +439,16 @@ impl Fs {
     }
 
     /// Sets inode flags as FS_IOC_SETFLAGS asks, with Linux 6.1's rules for what uf2fs can
-    /// change today: the casefold flag, on a directory (ENOTDIR otherwise) that is empty
-    /// (ENOTEMPTY), of an image with the casefold feature (EOPNOTSUPP). Bits Linux does not
-    /// report are refused (EOPNOTSUPP); reported but unsettable ones are ignored, as there;
-    /// a change to any other settable flag is refused as not supported yet.
+    /// change today:
+    /// - the casefold flag, on a directory (ENOTDIR otherwise) that is empty (ENOTEMPTY), of
+    ///   an image with the casefold feature (EOPNOTSUPP);
+    /// - the compression flag (`chattr +c`) on a directory or an empty regular file (EINVAL
+    ///   otherwise), which then takes the mount's compression options; off again only while
+    ///   a regular file has no blocks; and the no-compression flag; both need the compression
+    ///   feature (EOPNOTSUPP), and not together (EINVAL).
+    ///
+    /// Bits Linux does not report are refused (EOPNOTSUPP); reported but unsettable ones are
+    /// ignored, as there; a change to any other settable flag is refused as not supported yet.
     pub fn set_fs_flags(&self, ino: u32, flags: u32) -> Result<()> {
         if flags & !fs_flags::GETTABLE_IN != 0 {
             return Err(Error::Unsupported(format!(
@@ -457,25 +468,69 @@ impl Fs {
             if i.is_encrypted() && flags & !i.flags & iflags::CASEFOLD != 0 {
                 return Err(self.vol().no_key(&i));
             }
-            if changed & !iflags::CASEFOLD != 0 {
+            let compression = iflags::COMPR | iflags::NOCOMP;
+            if changed & !(iflags::CASEFOLD | compression) != 0 {
                 return Err(Error::Unsupported(format!(
-                    "changing inode flags {:#x} is not supported yet (only the casefold flag)",
-                    changed & !iflags::CASEFOLD
+                    "changing inode flags {:#x} is not supported yet (only casefold, compression \
+                     and no-compression)",
+                    changed & !(iflags::CASEFOLD | compression)
                 )));
             }
-            if !self.vol().sb.has(feature::CASEFOLD) {
-                return Err(Error::Unsupported(
-                    "the image has no casefold feature (mkfs.f2fs -O casefold -C utf8)".into(),
-                ));
+            if changed & iflags::CASEFOLD != 0 {
+                if !self.vol().sb.has(feature::CASEFOLD) {
+                    return Err(Error::Unsupported(
+                        "the image has no casefold feature (mkfs.f2fs -O casefold -C utf8)".into(),
+                    ));
+                }
+                if i.file_type != FileType::Directory {
+                    return Err(Error::NotADirectory);
+                }
+                if !self.readdir(ino)?.is_empty() {
+                    return Err(Error::NotEmpty);
+                }
             }
-            if i.file_type != FileType::Directory {
-                return Err(Error::NotADirectory);
-            }
-            if !self.readdir(ino)?.is_empty() {
-                return Err(Error::NotEmpty);
+            if changed & compression != 0 {
+                if !self.vol().sb.has(feature::COMPRESSION) {
+                    return Err(Error::Unsupported(
+                        "the image has no compression feature (mkfs.f2fs -O extra_attr,compression)"
+                            .into(),
+                    ));
+                }
+                if flags & compression == compression {
+                    return Err(Error::InvalidArgument(
+                        "the compression and no-compression flags together",
+                    ));
+                }
             }
             let mut e = self.edit(ino)?;
-            e.set_u32(80, i.flags ^ iflags::CASEFOLD);
+            e.set_u32(
+                80,
+                i.flags ^ (changed & (iflags::CASEFOLD | iflags::NOCOMP)),
+            );
+            if changed & iflags::COMPR != 0 {
+                let regular = i.file_type == FileType::Regular;
+                if flags & iflags::COMPR != 0 {
+                    if !regular && i.file_type != FileType::Directory {
+                        return Err(Error::InvalidArgument(
+                            "only directories and regular files can be compressed",
+                        ));
+                    }
+                    if regular && i.size > 0 {
+                        return Err(Error::InvalidArgument(
+                            "a file with data cannot be made compressed (only an empty one)",
+                        ));
+                    }
+                    self.set_compress_context(&mut e)?;
+                } else {
+                    if regular && i.blocks > 1 {
+                        return Err(Error::InvalidArgument(
+                            "a compressed file with blocks cannot be made plain",
+                        ));
+                    }
+                    let now = get32(&e.block, 80);
+                    e.set_u32(80, now & !iflags::COMPR);
+                }
+            }
             e.touch(false);
             self.commit(e)
         })
@@ -595,7 +650,7 @@ impl Fs {
     /// inode's own slots are read from the block being edited; `e.inode` is re-parsed whenever
     /// an i_nid changes, so the walk below it sees the current nodes.
     pub(crate) fn block_addr(&self, e: &Editing, fblk: u64) -> Result<u32> {
-        if fblk < e.inode.addr_slots() as u64 {
+        if fblk < e.inode.addrs_in_inode() as u64 {
             return Ok(get32(&e.block, e.addr_slot(fblk as usize)));
         }
         let mut found = NULL_ADDR;
@@ -654,9 +709,9 @@ impl Fs {
             }
             let next_slot = prev.and_then(|(f, nid, index, version)| {
                 let slots = if nid == e.ino {
-                    e.inode.addr_slots()
+                    e.inode.addrs_in_inode()
                 } else {
-                    ADDRS_PER_BLOCK as usize
+                    e.inode.addrs_per_dnode() as usize
                 };
                 (f + 1 == fblk && index + 1 < slots).then_some((nid, index + 1, version))
             });
@@ -718,7 +773,12 @@ impl Fs {
 
     /// Sets slots of node `nid` (the inode itself, or a dnode) to new addresses, the node
     /// read and put back once; returns the old values, in order.
-    fn set_addrs(&self, e: &mut Editing, nid: u32, slots: &[(usize, u32)]) -> Result<Vec<u32>> {
+    pub(crate) fn set_addrs(
+        &self,
+        e: &mut Editing,
+        nid: u32,
+        slots: &[(usize, u32)],
+    ) -> Result<Vec<u32>> {
         if nid == e.ino {
             return Ok(slots
                 .iter()
@@ -796,8 +856,11 @@ impl Fs {
         e: &mut Editing,
         fblk: u64,
     ) -> Result<(u32, usize)> {
-        let a = e.inode.addr_slots() as u64;
-        let n = ADDRS_PER_BLOCK;
+        // A compressed file's inode and direct nodes map whole clusters only (see
+        // `Inode::addrs_in_inode`); indirect nodes always hold NIDS_PER_BLOCK children.
+        let a = e.inode.addrs_in_inode() as u64;
+        let n = e.inode.addrs_per_dnode();
+        let m = uf2fs_format::node::NIDS_PER_BLOCK;
         if fblk < a {
             return Ok((e.ino, fblk as usize));
         }
@@ -810,7 +873,7 @@ impl Fs {
         }
         rel -= 2 * n;
         for slot in 2..4 {
-            if rel < n * n {
+            if rel < n * m {
                 let ind = self.ensure_child_of_inode(ws, e, slot, ofs::top(slot), is_dir, false)?;
                 let child = rel / n;
                 let d = self.ensure_child_of_node(
@@ -824,15 +887,15 @@ impl Fs {
                 )?;
                 return Ok((d, (rel % n) as usize));
             }
-            rel -= n * n;
+            rel -= n * m;
         }
-        if rel >= n * n * n {
+        if rel >= n * m * m {
             return Err(Error::FileTooBig);
         }
         let dind = self.ensure_child_of_inode(ws, e, 4, ofs::top(4), is_dir, false)?;
-        let j = rel / (n * n);
+        let j = rel / (n * m);
         let ind = self.ensure_child_of_node(ws, e, dind, j, ofs::dind_child(j), is_dir, false)?;
-        let k = (rel / n) % n;
+        let k = (rel / n) % m;
         let d =
             self.ensure_child_of_node(ws, e, ind, k, ofs::dind_grandchild(j, k), is_dir, true)?;
         Ok((d, (rel % n) as usize))
@@ -960,8 +1023,7 @@ impl Fs {
         self.changing(8, |ws| {
             self.live(ino)?;
             let mut e = self.edit(ino)?;
-            let max = uf2fs_format::node::max_file_blocks(e.inode.addr_slots() as u64)
-                * BLOCK_SIZE as u64;
+            let max = e.inode.max_blocks() * BLOCK_SIZE as u64;
             if size > max {
                 return Err(Error::FileTooBig);
             }
@@ -1027,13 +1089,24 @@ impl Fs {
                 let end = offset
                     .checked_add(data.len() as u64)
                     .ok_or(Error::FileTooBig)?;
-                let max = uf2fs_format::node::max_file_blocks(e.inode.addr_slots() as u64)
-                    * BLOCK_SIZE as u64;
+                let max = e.inode.max_blocks() * BLOCK_SIZE as u64;
                 if end > max {
                     return Err(Error::FileTooBig);
                 }
                 if data.is_empty() {
                     return Ok(0);
+                }
+                if let Some(c) = e.inode.compression {
+                    self.write_compressed(ws, &mut e, &c, offset, data)?;
+                    if e.size() < end {
+                        e.set_size(end);
+                    }
+                    if stamp {
+                        e.touch(true);
+                    }
+                    self.commit(e)?;
+                    self.maybe_checkpoint(ws)?;
+                    return Ok(data.len());
                 }
                 if e.inode.has_inline_data() {
                     let r = e.inline_range();

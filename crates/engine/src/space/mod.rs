@@ -41,10 +41,6 @@ use zerocopy::FromBytes;
 pub(crate) enum Log {
     HotData = 0,
     WarmData = 1,
-    #[allow(
-        dead_code,
-        reason = "cold data is for files with cold extensions and the cleaner, not written yet"
-    )]
     ColdData = 2,
     HotNode = 3,
     WarmNode = 4,
