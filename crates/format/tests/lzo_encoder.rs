@@ -180,3 +180,53 @@ proptest! {
         round_trip("proptest bytes", &src, rle);
     }
 }
+
+/// Ratio and speed on /usr/include in 16 KiB clusters (F2FS's default), plain and RLE, with
+/// the decoder's speed beside. Run by hand:
+/// `cargo test --release -p uf2fs-format --test lzo_encoder -- --ignored --nocapture`.
+#[test]
+#[ignore = "a measurement, run by hand in release"]
+fn measure_usr_include() {
+    fn walk(dir: &std::path::Path, out: &mut Vec<u8>) {
+        let Ok(rd) = std::fs::read_dir(dir) else {
+            return;
+        };
+        let mut paths: Vec<_> = rd.filter_map(|e| e.ok()).map(|e| e.path()).collect();
+        paths.sort();
+        for p in paths {
+            let Ok(md) = std::fs::symlink_metadata(&p) else {
+                continue;
+            };
+            if md.is_dir() {
+                walk(&p, out);
+            } else if md.is_file() {
+                out.extend(std::fs::read(&p).unwrap_or_default());
+            }
+        }
+    }
+    let mut all = Vec::new();
+    walk(std::path::Path::new("/usr/include"), &mut all);
+    let mib = all.len() as f64 / (1 << 20) as f64;
+    // Each mode twice: the first pass also warms the allocator and caches.
+    for rle in [false, true, false, true] {
+        let t = std::time::Instant::now();
+        let streams: Vec<Vec<u8>> = all
+            .chunks(16384)
+            .map(|c| compress(c, rle, usize::MAX).unwrap())
+            .collect();
+        let enc = t.elapsed().as_secs_f64();
+        let total: usize = streams.iter().map(Vec::len).sum();
+        let t = std::time::Instant::now();
+        let mut out = vec![0u8; 16384];
+        for (c, z) in all.chunks(16384).zip(&streams) {
+            assert_eq!(decompress(z, &mut out), Ok(c.len()));
+        }
+        let dec = t.elapsed().as_secs_f64();
+        eprintln!(
+            "/usr/include {mib:.1} MiB, rle {rle}: ratio {:.3}, compress {:.0} MiB/s, decompress {:.0} MiB/s",
+            total as f64 / all.len() as f64,
+            mib / enc,
+            mib / dec
+        );
+    }
+}
