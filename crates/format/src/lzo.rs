@@ -281,11 +281,28 @@ const HASH_BITS_MIN: u32 = 10;
 pub fn compress(src: &[u8], rle: bool, max_len: usize) -> Option<Vec<u8>> {
     // Room for the usual case; the bound, not the capacity, limits the stream.
     let cap = max_len.min(src.len().saturating_add(src.len() / 16).saturating_add(16));
+    let mut out = Vec::with_capacity(cap);
+    compress_into(src, rle, max_len, &mut out).then_some(out)
+}
+
+/// [`compress`] appending the stream to `out` (after a cluster header, say) instead of
+/// returning it: `true` when it fit in `max_len` bytes; `false`, and `out` as it was, when not.
+pub fn compress_into(src: &[u8], rle: bool, max_len: usize, out: &mut Vec<u8>) -> bool {
+    let base = out.len();
+    let done = encode(src, rle, max_len, out).is_some();
+    if !done {
+        out.truncate(base);
+    }
+    done
+}
+
+fn encode(src: &[u8], rle: bool, max_len: usize, out: &mut Vec<u8>) -> Option<()> {
+    let base = out.len();
     let mut e = Encoder {
-        out: Vec::with_capacity(cap),
-        max_len,
+        out,
+        limit: base.saturating_add(max_len),
         state_at: None,
-        data_start: 0,
+        data_start: base,
     };
     if rle {
         // The version prefix: a plain stream never starts with 17 unless it is empty.
@@ -355,8 +372,7 @@ pub fn compress(src: &[u8], rle: bool, max_len: usize) -> Option<Vec<u8>> {
         }
     }
     e.literals(src.get(anchor..)?)?;
-    e.push(&[0x11, 0, 0])?;
-    Some(e.out)
+    e.push(&[0x11, 0, 0])
 }
 
 /// Little-endian u32 at `at`, if four bytes are there.
@@ -399,19 +415,20 @@ fn zero_run(s: &[u8], at: usize) -> usize {
         .map_or(0, |r| r.iter().position(|&b| b != 0).unwrap_or(r.len()))
 }
 
-struct Encoder {
-    out: Vec<u8>,
-    max_len: usize,
+struct Encoder<'a> {
+    out: &'a mut Vec<u8>,
+    /// The length `out` may reach.
+    limit: usize,
     /// The byte of the last instruction whose two low bits count the 1..3 literals after it.
     state_at: Option<usize>,
     /// Where instructions start (after the RLE prefix).
     data_start: usize,
 }
 
-impl Encoder {
+impl Encoder<'_> {
     /// Appends `b`, or `None` when the stream would pass the bound.
     fn push(&mut self, b: &[u8]) -> Option<()> {
-        if self.out.len().checked_add(b.len())? > self.max_len {
+        if self.out.len().checked_add(b.len())? > self.limit {
             return None;
         }
         self.out.extend_from_slice(b);
@@ -627,6 +644,19 @@ mod tests {
         assert_eq!(compress(&src, false, full.len() - 1), None);
         assert_eq!(compress(&src, false, 100), None);
         assert_eq!(compress(b"", true, 4), None);
+    }
+
+    #[test]
+    fn compress_into_appends_or_leaves_the_buffer_alone() {
+        let src = b"abcdabcdabcdabcd zero zero zero zero".repeat(20);
+        let z = compress(&src, true, usize::MAX).unwrap();
+        let mut buf = vec![7u8; 24];
+        assert!(compress_into(&src, true, z.len(), &mut buf));
+        assert_eq!(buf[..24], [7; 24]);
+        assert_eq!(buf[24..], z);
+        let mut buf = vec![7u8; 24];
+        assert!(!compress_into(&src, true, z.len() - 1, &mut buf));
+        assert_eq!(buf, [7; 24]);
     }
 
     #[test]
