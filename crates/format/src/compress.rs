@@ -174,8 +174,9 @@ pub fn decompress_cluster(
 /// Compresses one whole cluster (`plain`, exactly the cluster's bytes) as a writer must lay
 /// it out: the header (clen, the checksum when the inode asks for one), the stream, zeros to
 /// the end of the last block. `None` when that would not save at least one block, as Linux
-/// decides (the stream must fit in cluster_size - 1 blocks less the header), or when the
-/// algorithm has no encoder here: the cluster is then stored plain, which every reader takes.
+/// decides (the stream must fit in cluster_size - 1 blocks less the header): the cluster is
+/// then stored plain, which every reader takes. LZO and LZO-RLE use our encoder
+/// (`lzo::compress`).
 pub fn compress_cluster(c: &Compression, plain: &[u8]) -> Option<Vec<u8>> {
     if plain.len() != c.cluster_bytes() {
         return None;
@@ -205,8 +206,11 @@ pub fn compress_cluster(c: &Compression, plain: &[u8]) -> Option<Vec<u8>> {
                 .ok()?;
             z.compress_to_buffer(plain, body).ok()?
         }
-        // No LZO encoder yet: such clusters are stored plain.
-        Algorithm::Lzo | Algorithm::LzoRle => return None,
+        Algorithm::Lzo | Algorithm::LzoRle => {
+            let v = lzo::compress(plain, c.algorithm == Algorithm::LzoRle, room)?;
+            body.get_mut(..v.len())?.copy_from_slice(&v);
+            v.len()
+        }
     };
     body.get_mut(clen..)?.fill(0);
     let payload = body.get(..clen)?;
@@ -295,7 +299,12 @@ mod tests {
 
     #[test]
     fn compress_cluster_round_trips_and_gives_up_on_noise() {
-        for alg in [Algorithm::Lz4, Algorithm::Zstd] {
+        for alg in [
+            Algorithm::Lz4,
+            Algorithm::Zstd,
+            Algorithm::Lzo,
+            Algorithm::LzoRle,
+        ] {
             for log in [2u8, 4, 8] {
                 let mut c = comp(alg, log % 4 == 0);
                 c.log_cluster_size = log;
