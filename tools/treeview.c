@@ -36,8 +36,9 @@
  * is mixed in at the end. Holes reported by SEEK_DATA/SEEK_HOLE are not read, which keeps a
  * 12 GiB sparse file cheap in the emulated guest. Linux 6.1's SEEK_DATA skips the first block
  * of a compressed F2FS cluster (its COMPRESS_ADDR slot), so reading starts from the data
- * offset rounded down to 1 MiB, the largest cluster (256 blocks): that way the hash is the
- * hash of the bytes a reader sees on every file system.
+ * offset rounded down to 1 MiB, the largest cluster (256 blocks), and a hole shorter than
+ * that is read through (a released compressed cluster reports one after its compressed
+ * blocks): that way the hash is the hash of the bytes a reader sees on every file system.
  *
  * Exit status: 0, or 1 when some entry could not be read (each such failure is reported on
  * stderr and its field printed as "?"), or 2 on a usage error.
@@ -161,7 +162,10 @@ static int hash_file(const char *path, off_t size, uint64_t *out) {
       break;
     }
     off_t start = data & ~(off_t)(CLUSTER_MAX - 1);
-    if (start < done) start = done;
+    /* A gap shorter than the largest cluster is read through: in a compressed file whose
+     * saved blocks were released, SEEK_HOLE stops inside each cluster, after its compressed
+     * blocks, though the cluster's bytes go on. */
+    if (start < done || data - done < CLUSTER_MAX) start = done;
     off_t hole = lseek(fd, data, SEEK_HOLE);
     if (hole < 0 || hole > size) hole = size;
     off_t end = (hole + BLOCK - 1) / BLOCK * BLOCK;

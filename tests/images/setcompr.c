@@ -8,7 +8,9 @@
  *       Print the file's compressed-block count (F2FS_IOC_GET_COMPRESS_BLOCKS: blocks saved).
  *   setcompr --release PATH
  *       Give the blocks compression saved back to the volume (F2FS_IOC_RELEASE_COMPRESS_BLOCKS;
- *       the file becomes immutable) and print how many were released.
+ *       the file's data can no longer change: EPERM) and print how many were released.
+ *   setcompr --reserve PATH
+ *       Take them back (F2FS_IOC_RESERVE_COMPRESS_BLOCKS) and print how many were reserved.
  * Build static: gcc -O2 -static -o setcompr setcompr.c */
 #include <fcntl.h>
 #include <stdio.h>
@@ -34,7 +36,14 @@ int main(int argc, char **argv) {
     printf("%llu\n", n);
     return 0;
   }
-  if (argc != 2 && argc != 4) { fprintf(stderr, "usage: setcompr PATH [ALGORITHM LOG_CLUSTER_SIZE] | --blocks PATH | --release PATH\n"); return 2; }
+  if (argc == 3 && !strcmp(argv[1], "--reserve")) {
+    int fd = open(argv[2], O_RDONLY);
+    unsigned long long n = 0;
+    if (fd < 0 || ioctl(fd, F2FS_IOC_RESERVE_COMPRESS_BLOCKS, &n)) { perror("setcompr: F2FS_IOC_RESERVE_COMPRESS_BLOCKS"); return 1; }
+    printf("%llu\n", n);
+    return 0;
+  }
+  if (argc != 2 && argc != 4) { fprintf(stderr, "usage: setcompr PATH [ALGORITHM LOG_CLUSTER_SIZE] | --blocks PATH | --release PATH | --reserve PATH\n"); return 2; }
   int fd = open(argv[1], argc == 4 ? O_RDWR : O_RDONLY);  /* the option ioctl wants a writable fd */
   if (fd < 0) { perror("setcompr: open"); return 1; }
   int flags = 0;

@@ -319,6 +319,53 @@ fn files_uf2fs_compresses_read_back_in_linux_and_pass_fsck() {
     // A file with data cannot become compressed (EINVAL, as in Linux).
     let (ok, _, _) = try_run(Command::new("chattr").arg("+c").arg(mnt.join("app.dat")));
     assert!(!ok, "chattr +c on a file with data");
+    // F2FS's compression ioctls through the mount: fuse_c/text gives its saved blocks back
+    // and refuses writes after; app.log gives them back and takes them again.
+    let setcompr = image_helper("setcompr");
+    let ask = |what: &str, name: &str| -> u64 {
+        let (ok, out, err) = try_run(Command::new(&setcompr).arg(what).arg(mnt.join(name)));
+        assert!(ok, "setcompr {what} {name}: {err}");
+        out.trim().parse().unwrap()
+    };
+    let saved_text = ask("--blocks", "fuse_c/text");
+    assert!(saved_text > 100, "fuse_c/text saved {saved_text}");
+    assert_eq!(
+        ask("--release", "fuse_c/text"),
+        saved_text,
+        "released blocks"
+    );
+    assert_eq!(ask("--blocks", "fuse_c/text"), 0);
+    let w = std::fs::OpenOptions::new()
+        .append(true)
+        .open(mnt.join("fuse_c/text"));
+    assert_eq!(
+        w.map(|_| ()).map_err(|e| e.raw_os_error()),
+        Err(Some(1)),
+        "opening a released file for writing"
+    );
+    let (ok, _, _) = try_run(
+        Command::new(&setcompr)
+            .arg("--release")
+            .arg(mnt.join("fuse_c/text")),
+    );
+    assert!(!ok, "released twice");
+    let saved_log = ask("--blocks", "app.log");
+    assert_eq!(ask("--release", "app.log"), saved_log);
+    assert_eq!(ask("--reserve", "app.log"), saved_log, "reserved blocks");
+    assert_eq!(ask("--blocks", "app.log"), saved_log);
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(mnt.join("app.log"))
+        .unwrap();
+    let more = text("more log", 40_000);
+    std::io::Write::write_all(&mut f, &more).unwrap();
+    f.sync_all().unwrap();
+    drop(f);
+    models
+        .get_mut("app.log")
+        .unwrap()
+        .bytes
+        .extend_from_slice(&more);
     m.umount();
     assert_fsck_clean(&img);
     let fs = Fs::open(&img).unwrap();
@@ -327,6 +374,10 @@ fn files_uf2fs_compresses_read_back_in_linux_and_pass_fsck() {
         let c = fs.compression(ino).unwrap();
         match name {
             "app.dat" => assert!(c.is_none(), "{name} is compressed"),
+            "fuse_c/text" => {
+                let c = c.unwrap();
+                assert!(c.released && c.compr_blocks == 0, "{name}: {c:?}");
+            }
             _ => {
                 let c = c.unwrap_or_else(|| panic!("{name} is not compressed"));
                 assert_eq!(

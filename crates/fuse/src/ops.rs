@@ -1234,7 +1234,7 @@ impl Filesystem for Volume {
 
     fn ioctl(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         _fh: FileHandle,
         _flags: fuser::IoctlFlags,
@@ -1301,7 +1301,43 @@ impl Filesystem for Volume {
             }
             return;
         }
-        // No F2FS ioctls yet (shutdown, GC, defragment...); isatty() and friends ask too.
+        // F2FS's compression ioctls (each hands back a u64): the blocks compression saves,
+        // and releasing or reserving them again. Release and reserve change what the file may
+        // do, so only its owner (or root) may ask, where Linux asks for no more than an open
+        // file.
+        const GET_COMPRESS_BLOCKS: u32 = 0x8008_F511;
+        const RELEASE_COMPRESS_BLOCKS: u32 = 0x8008_F512;
+        const RESERVE_COMPRESS_BLOCKS: u32 = 0x8008_F513;
+        if matches!(
+            cmd,
+            GET_COMPRESS_BLOCKS | RELEASE_COMPRESS_BLOCKS | RESERVE_COMPRESS_BLOCKS
+        ) {
+            let r = match cmd {
+                GET_COMPRESS_BLOCKS => match self.fs.compression(nid) {
+                    Ok(Some(c)) => Ok(c.compr_blocks),
+                    Ok(None) => Err(Errno::EINVAL),
+                    Err(e) => Err(errno(e)),
+                },
+                _ => match self.fs.getattr_shared(nid) {
+                    Err(e) => Err(errno(e)),
+                    Ok(a) if req.uid() != 0 && req.uid() != a.uid => Err(Errno::EPERM),
+                    Ok(_) if cmd == RELEASE_COMPRESS_BLOCKS => {
+                        self.fs.release_compress_blocks(nid).map_err(errno)
+                    }
+                    Ok(_) => self.fs.reserve_compress_blocks(nid).map_err(errno),
+                },
+            };
+            match r {
+                Ok(n) => {
+                    let bytes = n.to_le_bytes();
+                    let k = (out_size as usize).min(bytes.len());
+                    reply.ioctl(0, bytes.get(..k).unwrap_or(&[]));
+                }
+                Err(e) => reply.error(e),
+            }
+            return;
+        }
+        // No other F2FS ioctls yet (shutdown, GC, defragment...); isatty() and friends ask too.
         reply.error(Errno::ENOTTY);
     }
 

@@ -12,7 +12,7 @@
 //! address is data, a NULL_ADDR slot is a hole, and COMPRESS_ADDR and NEW_ADDR slots are
 //! neither (SEEK_DATA skips them, SEEK_HOLE does not stop at them).
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::ns::edit::Editing;
 use crate::space::Log;
 use crate::state::WriteState;
@@ -482,3 +482,133 @@ impl Fs {
         Ok(())
     }
 }
+
+/// Releasing and reserving a compressed file's saved blocks (Linux's
+/// F2FS_IOC_RELEASE_COMPRESS_BLOCKS and F2FS_IOC_RESERVE_COMPRESS_BLOCKS), as Linux 6.1 leaves
+/// the inode: released, every compressed cluster's NEW_ADDR slots become NULL_ADDR, those and
+/// its COMPRESS_ADDR leave i_blocks and the valid block count, `i_compr_blocks` becomes 0 and
+/// the inode is marked F2FS_COMPRESS_RELEASED (its data can no longer change: EPERM). Reserved
+/// again, the holes after each cluster's compressed blocks become NEW_ADDR and everything is
+/// counted back. Plain clusters are left alone either way.
+impl Fs {
+    /// Gives a compressed file's saved blocks back to the volume; returns how many. A file
+    /// that saved nothing is left as it is (0).
+    pub fn release_compress_blocks(&self, ino: u32) -> Result<u64> {
+        let compression = self.inode(ino)?.compression;
+        let c = compression.ok_or(Error::InvalidArgument("not a compressed file"))?;
+        if c.released {
+            return Err(Error::InvalidArgument(
+                "the file's compressed blocks are already released",
+            ));
+        }
+        self.changing(8, |ws| {
+            self.live(ino)?;
+            let mut e = self.edit(ino)?;
+            if uf2fs_format::le64(&e.block, COMPR_BLOCKS_AT).unwrap_or(0) == 0 {
+                return Ok(0);
+            }
+            let released = self.rewrite_saved_slots(ws, &mut e, &c, NEW_ADDR, NULL_ADDR)?;
+            ws.counts.valid_blocks = ws.counts.valid_blocks.saturating_sub(released);
+            e.add_blocks(-(released as i64));
+            e.set_u64(COMPR_BLOCKS_AT, 0);
+            e.set_inline(e.inline() | inline_flags::COMPRESS_RELEASED);
+            e.touch(false);
+            self.needs_checkpoint(ws, ino);
+            self.commit(e)?;
+            Ok(released)
+        })
+    }
+
+    /// Takes back the saved blocks of a compressed file whose blocks were released (ENOSPC
+    /// when the volume has not that many free); returns how many.
+    pub fn reserve_compress_blocks(&self, ino: u32) -> Result<u64> {
+        let i = self.inode(ino)?;
+        let c = i
+            .compression
+            .ok_or(Error::InvalidArgument("not a compressed file"))?;
+        if !c.released {
+            return Err(Error::InvalidArgument(
+                "the file's compressed blocks are not released",
+            ));
+        }
+        // Counted first, so that the change asks for the room before it changes anything.
+        let cb = c.cluster_blocks();
+        let mut need = 0u64;
+        let mut cluster: Option<(u64, u64)> = None; // (cluster, valid blocks) of a compressed one
+        let mut count = |cl: Option<(u64, u64)>| {
+            if let Some((_, n)) = cl {
+                need += cb - n;
+            }
+        };
+        self.data_slots(ino, &mut |fblk, addr| {
+            let k = fblk / cb;
+            if cluster.is_some_and(|(ck, _)| ck != k) {
+                count(cluster.take());
+            }
+            if addr == COMPRESS_ADDR && fblk % cb == 0 {
+                cluster = Some((k, 0));
+            } else if names_block(addr) {
+                if let Some((ck, n)) = cluster.as_mut() {
+                    if *ck == k {
+                        *n += 1;
+                    }
+                }
+            }
+            Ok(())
+        })?;
+        count(cluster.take());
+        self.changing(need + 8, |ws| {
+            self.live(ino)?;
+            let mut e = self.edit(ino)?;
+            let reserved = self.rewrite_saved_slots(ws, &mut e, &c, NULL_ADDR, NEW_ADDR)?;
+            ws.counts.valid_blocks += reserved;
+            e.add_blocks(reserved as i64);
+            e.set_u64(COMPR_BLOCKS_AT, reserved);
+            e.set_inline(e.inline() & !inline_flags::COMPRESS_RELEASED);
+            e.touch(false);
+            self.needs_checkpoint(ws, ino);
+            self.commit(e)?;
+            Ok(reserved)
+        })
+    }
+
+    /// In every compressed cluster of `e`, turns the slots after its compressed blocks from
+    /// `from` into `to`; returns the blocks that changed count: each cluster's COMPRESS_ADDR
+    /// and the slots turned.
+    fn rewrite_saved_slots(
+        &self,
+        ws: &mut WriteState,
+        e: &mut Editing,
+        c: &Compression,
+        from: u32,
+        to: u32,
+    ) -> Result<u64> {
+        let cb = c.cluster_blocks();
+        let clusters = e.size().div_ceil(cb * BS);
+        let mut saved = 0u64;
+        for k in 0..clusters {
+            let slots = self.cluster_slots(e, c, k)?;
+            let Some((&COMPRESS_ADDR, rest)) = slots.split_first() else {
+                continue;
+            };
+            let n = compressed_block_count(e.ino, k, rest, names_block)? as u64;
+            let (nid, index) = self.ensure_dnode(ws, e, k * cb)?;
+            let marks: Vec<(usize, u32)> = rest
+                .iter()
+                .enumerate()
+                .skip(n as usize)
+                .filter(|(_, &a)| a == from)
+                .map(|(i, _)| (index + 1 + i, to))
+                .collect();
+            if !marks.is_empty() {
+                self.set_addrs(e, nid, &marks)?;
+            }
+            // The cluster's COMPRESS_ADDR and the slots turned count (or stop counting).
+            saved += 1 + marks.len() as u64;
+        }
+        Ok(saved)
+    }
+}
+
+/// Where `i_compr_blocks` sits in the inode block (the extra area's fourth field).
+const COMPR_BLOCKS_AT: usize = uf2fs_format::inode::I_ADDR_OFFSET + 24;
