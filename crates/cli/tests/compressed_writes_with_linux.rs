@@ -140,6 +140,12 @@ fn files(fs: &Fs, dir: u32, suffix: &str, models: &mut BTreeMap<String, Model>, 
     write(fs, &mut m, 0, &text("small", 5000));
     put("small", m);
 
+    // Three blocks and nine bytes: with 16 KiB clusters the file reaches into its cluster's
+    // last block, so Linux compresses it (zeros past the end of file), and so must we.
+    let mut m = file(fs, dir, &format!("short_tail{suffix}"));
+    write(fs, &mut m, 0, &text("short tail", 3 * 4096 + 9));
+    put("short_tail", m);
+
     // Appends in odd sizes, then cut inside a cluster, then grown again.
     let mut m = file(fs, dir, &format!("tail{suffix}"));
     let t = text("tail", 1_048_577);
@@ -273,6 +279,13 @@ fn files_uf2fs_compresses_read_back_in_linux_and_pass_fsck() {
             );
             if path.contains("/text") {
                 assert!(c.compr_blocks > 100, "{path} saved {}", c.compr_blocks);
+            }
+            if path.contains("/short_tail") {
+                assert_eq!(
+                    c.compr_blocks > 0,
+                    opts.log_cluster_size == 2,
+                    "{path}: a last cluster compressed exactly when the file reaches its last block"
+                );
             }
             if path.contains("/random") {
                 assert_eq!(c.compr_blocks, 0, "{path}: random data saved blocks");

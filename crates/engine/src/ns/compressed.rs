@@ -223,7 +223,8 @@ impl Vol {
 /// Writing compressed files, as Linux 6.1 lays them out (see `docs/design.md`, "Compressed
 /// files"). A write goes cluster by cluster: what the write does not cover is read back
 /// (decoded when compressed), the new bytes merged, and the cluster stored again. A cluster
-/// wholly inside the file is compressed (`compress_mode=fs`) when that saves a block:
+/// the file reaches into the last block of is compressed (`compress_mode=fs`) when that
+/// saves a block, as Linux compresses a cluster whose pages all exist:
 /// COMPRESS_ADDR, the compressed blocks, then NEW_ADDR slots that keep the saved blocks
 /// reserved, each counted in i_blocks and valid blocks as Linux counts them, and its saved
 /// blocks (cluster size less compressed blocks) in `i_compr_blocks`. Any other cluster is
@@ -331,7 +332,8 @@ impl Fs {
     }
 
     /// Stores cluster `k` (whose slots were `old`) as `bytes`, the file being `size` bytes
-    /// long: compressed when it lies wholly in the file and shrinks by a block, else plain
+    /// long: compressed when the file reaches into its last block and it shrinks by a block,
+    /// else plain
     /// (only the blocks in `touched` written when it was plain already).
     #[allow(clippy::too_many_arguments)]
     fn store_cluster(
@@ -350,7 +352,9 @@ impl Fs {
         let cbytes = cb * BS;
         let inside = size.saturating_sub(k * cbytes).min(cbytes);
         let was_compressed = old.first() == Some(&COMPRESS_ADDR);
-        let packed = (inside == cbytes && !self.vol().options.compress.user_mode)
+        // Linux compresses a cluster once all its pages exist: the file reaches into its last
+        // block (the bytes past the end of file in that block are zeros).
+        let packed = (inside + BS > cbytes && !self.vol().options.compress.user_mode)
             .then(|| compress_cluster(c, bytes))
             .flatten();
         let saved_after = match packed {
