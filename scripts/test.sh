@@ -9,4 +9,7 @@ bash scripts/setup.sh
 bash scripts/judges.sh >/dev/null
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --quiet -- -D warnings
+# The fuzz targets live outside the workspace (cargo-fuzz builds them with nightly flags):
+# type-check them here so that they do not rot between fuzzing runs.
+cargo check --quiet --manifest-path fuzz/Cargo.toml
 cargo nextest run --workspace --profile ci
