@@ -173,6 +173,31 @@ enum Cmd {
         /// bytes.
         #[arg(long, short = 'T')]
         timestamp: Option<u64>,
+        /// Compress regular files (as sload.f2fs -c -a ALG): lzo, lz4, zstd or lzo-rle, with
+        /// an optional level (`lz4:9`, `zstd:6`). The image needs the compression feature.
+        /// Files small enough to stay inline are not compressed, as with sload.f2fs.
+        #[arg(long, value_name = "ALG")]
+        compress: Option<String>,
+        /// Blocks per cluster, as a log of 2 (as sload.f2fs -L): 2 (16 KiB) to 8 (1 MiB).
+        #[arg(long, value_name = "LOG", default_value_t = 2, requires = "compress")]
+        compress_log: u8,
+        /// Compress only files with this extension (as sload.f2fs -i; give it once per
+        /// extension).
+        #[arg(long, value_name = "EXT", requires = "compress")]
+        compress_only: Vec<String>,
+        /// Compress every file but those with this extension (as sload.f2fs -x; once per
+        /// extension).
+        #[arg(
+            long,
+            value_name = "EXT",
+            requires = "compress",
+            conflicts_with = "compress_only"
+        )]
+        compress_except: Vec<String>,
+        /// Give back the blocks compression saved (as sload.f2fs -r): the compressed files
+        /// can then be read but not written, until F2FS_IOC_RESERVE_COMPRESS_BLOCKS.
+        #[arg(long, requires = "compress")]
+        compress_release: bool,
     },
     /// Remove a file, or with -r a directory and everything below it.
     Rm {
@@ -334,15 +359,33 @@ fn main() -> ExitCode {
             file_contexts,
             mount_point,
             timestamp,
-        } => import_options(stats, fs_config, file_contexts, &mount_point, timestamp).and_then(
-            |opts| {
+            compress,
+            compress_log,
+            compress_only,
+            compress_except,
+            compress_release,
+        } => import_options(stats, fs_config, file_contexts, &mount_point, timestamp)
+            .and_then(|mut opts| {
+                opts.compress = compress
+                    .map(|alg| {
+                        import_compression(
+                            &alg,
+                            compress_log,
+                            &compress_only,
+                            &compress_except,
+                            compress_release,
+                        )
+                    })
+                    .transpose()?;
+                Ok(opts)
+            })
+            .and_then(|opts| {
                 if sparse {
                     sparse::import(&image, &src, &path, &opts)
                 } else {
                     write::import(&image, &src, &path, &opts)
                 }
-            },
-        ),
+            }),
         Cmd::Rm {
             recursive,
             image,
@@ -427,7 +470,35 @@ fn import_options(
             .transpose()?,
         mount_point: write::check_mount_point(mount_point)?,
         timestamp,
+        compress: None,
     })
+}
+
+/// `import --compress ...` as the engine's compression options (the mount options of the
+/// same meaning check the values) and which files to compress.
+fn import_compression(
+    alg: &str,
+    log: u8,
+    only: &[String],
+    except: &[String],
+    release: bool,
+) -> Result<write::ImportCompression, Failure> {
+    let o = uf2fs_fuse::options::MountOptions::parse(&[format!(
+        "compress_algorithm={alg},compress_log_size={log}"
+    )])
+    .map_err(|e| Failure::Msg(e.replace("mount option ", "--compress: ")))?;
+    let mut c = write::ImportCompression {
+        options: o.compress,
+        only: uf2fs_engine::Extensions::default(),
+        except: uf2fs_engine::Extensions::default(),
+        release,
+    };
+    for (list, exts) in [(&mut c.only, only), (&mut c.except, except)] {
+        for e in exts {
+            list.push(e).map_err(Failure::Msg)?;
+        }
+    }
+    Ok(c)
 }
 
 /// The manual pages, from the same definition as the arguments: `uf2fs.1` and `uf2fs-CMD.1`

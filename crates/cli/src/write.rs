@@ -233,6 +233,34 @@ pub struct ImportOptions {
     pub mount_point: String,
     /// Every inode time written is this second, and the image's clock stands still.
     pub timestamp: Option<u64>,
+    /// Compress regular files, as sload.f2fs -c does.
+    pub compress: Option<ImportCompression>,
+}
+
+/// Which files `uf2fs import --compress` compresses, and how.
+pub struct ImportCompression {
+    /// Algorithm, level and cluster size (the extension lists in it are not used).
+    pub options: uf2fs_engine::CompressOptions,
+    /// Only files with these extensions (empty: every file but `except`).
+    pub only: uf2fs_engine::Extensions,
+    pub except: uf2fs_engine::Extensions,
+    /// Give back the blocks compression saved (sload.f2fs -r).
+    pub release: bool,
+}
+
+impl ImportCompression {
+    /// Whether a regular file named `name` of `size` bytes is compressed: not when it fits
+    /// in the inode (sload.f2fs keeps such files inline), else as the extension lists say.
+    fn wants(&self, name: &[u8], size: u64, inline_max: u64) -> bool {
+        if size <= inline_max {
+            return false;
+        }
+        if self.only.iter().next().is_some() {
+            self.only.matches(name)
+        } else {
+            !self.except.matches(name)
+        }
+    }
 }
 
 /// Checks a --mount-point: absolute, no empty, `.` or `..` components; returns it without a
@@ -409,8 +437,31 @@ impl Import<'_> {
                 },
             )
             .map_err(|e| e.to_string())?;
+        let compress = match &self.opts.compress {
+            Some(c) if ft.is_file() => {
+                let inline_max = self
+                    .fs
+                    .inode(ino)
+                    .map_err(|e| e.to_string())?
+                    .inline_capacity();
+                Some(c).filter(|c| c.wants(name, m.len(), inline_max as u64))
+            }
+            _ => None,
+        };
+        if compress.is_some() {
+            // As `chattr +c` on the new, empty file: it takes the options set at the start.
+            let flags = self.fs.fs_flags(ino).map_err(|e| e.to_string())?;
+            self.fs
+                .set_fs_flags(ino, flags | uf2fs_engine::iflags::COMPR)
+                .map_err(|e| format!("compress: {e}"))?;
+        }
         if ft.is_file() {
             copy_file(self.fs, ino, host, m.len())?;
+            if compress.is_some_and(|c| c.release) {
+                self.fs
+                    .release_compress_blocks(ino)
+                    .map_err(|e| format!("release compressed blocks: {e}"))?;
+            }
             self.data_bytes += m.blocks() * 512;
             if let Some(b) = &self.bar {
                 b.inc(m.len());
@@ -554,6 +605,23 @@ pub fn import(image: &Path, src: &Path, path: &str, opts: &ImportOptions) -> Cli
             fixed_time: Some(t),
             ..fs.options()
         });
+    }
+    if let Some(c) = &opts.compress {
+        if !fs.superblock().has(uf2fs_engine::feature::COMPRESSION) {
+            return Err(Failure::Msg(format!(
+                "{}: --compress needs an image with the compression feature \
+                 (uf2fs mkfs -O extra_attr,compression)",
+                image.display()
+            )));
+        }
+        // Files are chosen one by one below; the options give the algorithm and cluster.
+        let mut o = fs.options();
+        o.compress = uf2fs_engine::CompressOptions {
+            extensions: uf2fs_engine::Extensions::default(),
+            no_extensions: uf2fs_engine::Extensions::default(),
+            ..c.options
+        };
+        fs.set_options(o);
     }
     let (top, _) = target_dir(&fs, path, opts)?;
     let at: Vec<u8> = {

@@ -50,6 +50,8 @@ pub use vol::{
 pub use uf2fs_device;
 pub use uf2fs_format::compress;
 pub use uf2fs_format::fscrypt;
+pub use uf2fs_format::inode::iflags;
 pub use uf2fs_format::inode::{FileType, Inode, Time};
+pub use uf2fs_format::superblock::feature;
 pub use uf2fs_format::{CorruptKind, Incompatible};
 pub use uf2fs_format::{COMPRESS_ADDR, NEW_ADDR, NULL_ADDR};
