@@ -11,6 +11,9 @@
  *       the file's data can no longer change: EPERM) and print how many were released.
  *   setcompr --reserve PATH
  *       Take them back (F2FS_IOC_RESERVE_COMPRESS_BLOCKS) and print how many were reserved.
+ *   setcompr --compress-file PATH | --decompress-file PATH
+ *       Store every cluster of the file compressed, or plain (F2FS_IOC_COMPRESS_FILE,
+ *       F2FS_IOC_DECOMPRESS_FILE; Linux takes them under compress_mode=user).
  * Build static: gcc -O2 -static -o setcompr setcompr.c */
 #include <fcntl.h>
 #include <stdio.h>
@@ -43,7 +46,13 @@ int main(int argc, char **argv) {
     printf("%llu\n", n);
     return 0;
   }
-  if (argc != 2 && argc != 4) { fprintf(stderr, "usage: setcompr PATH [ALGORITHM LOG_CLUSTER_SIZE] | --blocks PATH | --release PATH | --reserve PATH\n"); return 2; }
+  if (argc == 3 && (!strcmp(argv[1], "--compress-file") || !strcmp(argv[1], "--decompress-file"))) {
+    int fd = open(argv[2], O_RDWR);
+    unsigned long cmd = argv[1][2] == 'c' ? F2FS_IOC_COMPRESS_FILE : F2FS_IOC_DECOMPRESS_FILE;
+    if (fd < 0 || ioctl(fd, cmd)) { perror("setcompr: F2FS_IOC_(DE)COMPRESS_FILE"); return 1; }
+    return 0;
+  }
+  if (argc != 2 && argc != 4) { fprintf(stderr, "usage: setcompr PATH [ALGORITHM LOG_CLUSTER_SIZE] | --blocks PATH | --release PATH | --reserve PATH | --compress-file PATH | --decompress-file PATH\n"); return 2; }
   int fd = open(argv[1], argc == 4 ? O_RDWR : O_RDONLY);  /* the option ioctl wants a writable fd */
   if (fd < 0) { perror("setcompr: open"); return 1; }
   int flags = 0;

@@ -334,8 +334,7 @@ struct Written {
     secs: Vec<f64>,
     /// Sum of i_compr_blocks over the tree (Linux's compr_saved_block).
     saved: u64,
-    /// Blocks behind compressed files' data, which is i_blocks less the inode, its nodes
-    /// and the saved blocks (Linux's compr_written_block counts the compressed blocks).
+    /// Blocks holding compressed clusters (Linux's compr_written_block).
     written: u64,
 }
 
@@ -401,8 +400,8 @@ fn write_half(a: &CompressArgs, images: &[Image]) -> Res<Vec<Written>> {
     Ok(out)
 }
 
-/// (saved, written) data blocks of the compressed files in image `img`: the sum of
-/// i_compr_blocks, and of the blocks holding their data.
+/// (saved, written) blocks of the compressed files in image `img`: the sum of
+/// i_compr_blocks, and the blocks holding compressed clusters, as Linux counts both.
 fn compressed_blocks(img: &Path) -> Res<(u64, u64)> {
     let fs = uf2fs_engine::Fs::open(img).map_err(|e| format!("{}: {e}", img.display()))?;
     let mut stack = vec![fs.root_ino()];
@@ -414,16 +413,21 @@ fn compressed_blocks(img: &Path) -> Res<(u64, u64)> {
                 Some(uf2fs_engine::FileType::Regular) => {
                     if let Some(c) = fs.compression(e.ino).map_err(|e| e.to_string())? {
                         saved += c.compr_blocks;
-                        let mut data = 0u64;
-                        fs.data_slots(e.ino, &mut |_, addr| {
-                            if addr != uf2fs_engine::NEW_ADDR && addr != uf2fs_engine::COMPRESS_ADDR
+                        // Blocks holding compressed clusters (Linux's compr_written_block):
+                        // the addresses after a cluster's COMPRESS_ADDR.
+                        let cb = c.cluster_blocks();
+                        let mut in_compressed: Option<u64> = None;
+                        fs.data_slots(e.ino, &mut |fblk, addr| {
+                            if addr == uf2fs_engine::COMPRESS_ADDR && fblk % cb == 0 {
+                                in_compressed = Some(fblk / cb);
+                            } else if in_compressed == Some(fblk / cb)
+                                && addr != uf2fs_engine::NEW_ADDR
                             {
-                                data += 1;
+                                written += 1;
                             }
                             Ok(())
                         })
                         .map_err(|e| e.to_string())?;
-                        written += data;
                     }
                 }
                 _ => {}

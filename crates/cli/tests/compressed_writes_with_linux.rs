@@ -380,6 +380,46 @@ fn files_uf2fs_compresses_read_back_in_linux_and_pass_fsck() {
         .bytes
         .extend_from_slice(&more);
     m.umount();
+    // compress_mode=user: writes store clusters plain; F2FS_IOC_COMPRESS_FILE compresses the
+    // file, F2FS_IOC_DECOMPRESS_FILE stores it plain again.
+    let m = Mount::new(
+        std::path::Path::new(env!("CARGO_BIN_EXE_uf2fs")),
+        &img,
+        &mnt,
+        &["compress_mode=user,compress_algorithm=lz4,compress_log_size=3"],
+    );
+    std::fs::create_dir(mnt.join("user_c")).unwrap();
+    let (ok, _, err) = try_run(Command::new("chattr").arg("+c").arg(mnt.join("user_c")));
+    assert!(ok, "chattr +c: {err}");
+    for name in ["user_c/packed", "user_c/unpacked"] {
+        let bytes = text(name, 700_000);
+        std::fs::write(mnt.join(name), &bytes).unwrap();
+        models.insert(name.to_owned(), Model { fs_ino: 0, bytes });
+        assert_eq!(
+            ask("--blocks", name),
+            0,
+            "{name}: compress_mode=user writes plain"
+        );
+        let (ok, _, err) = try_run(
+            Command::new(&setcompr)
+                .arg("--compress-file")
+                .arg(mnt.join(name)),
+        );
+        assert!(ok, "compress {name}: {err}");
+        assert!(ask("--blocks", name) > 100, "{name}: compressed on request");
+    }
+    let (ok, _, err) = try_run(
+        Command::new(&setcompr)
+            .arg("--decompress-file")
+            .arg(mnt.join("user_c/unpacked")),
+    );
+    assert!(ok, "decompress: {err}");
+    assert_eq!(
+        ask("--blocks", "user_c/unpacked"),
+        0,
+        "decompressed on request"
+    );
+    m.umount();
     assert_fsck_clean(&img);
     let fs = Fs::open(&img).unwrap();
     for name in through_fuse {

@@ -1337,6 +1337,26 @@ impl Filesystem for Volume {
             }
             return;
         }
+        // F2FS_IOC_DECOMPRESS_FILE and F2FS_IOC_COMPRESS_FILE (no data either way), under
+        // compress_mode=user; owner or root only, where Linux wants a file open for writing
+        // (the daemon does not learn how the file was opened).
+        const DECOMPRESS_FILE: u32 = 0x0000_F517;
+        const COMPRESS_FILE: u32 = 0x0000_F518;
+        if matches!(cmd, DECOMPRESS_FILE | COMPRESS_FILE) {
+            let r = match self.fs.getattr_shared(nid) {
+                Err(e) => Err(errno(e)),
+                Ok(a) if req.uid() != 0 && req.uid() != a.uid => Err(Errno::EPERM),
+                Ok(_) => self
+                    .fs
+                    .recompress_file(nid, cmd == COMPRESS_FILE)
+                    .map_err(errno),
+            };
+            match r {
+                Ok(()) => reply.ioctl(0, &[]),
+                Err(e) => reply.error(e),
+            }
+            return;
+        }
         // No other F2FS ioctls yet (shutdown, GC, defragment...); isatty() and friends ask too.
         reply.error(Errno::ENOTTY);
     }

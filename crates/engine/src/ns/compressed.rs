@@ -274,7 +274,8 @@ impl Fs {
                 dst.copy_from_slice(src);
             }
             let touched = (lo - cstart) / BS..(hi - cstart).div_ceil(BS);
-            self.store_cluster(ws, e, c, k, &slots, &buf, new_size, touched)?;
+            let compress = !self.vol().options.compress.user_mode;
+            self.store_cluster(ws, e, c, k, &slots, &buf, new_size, touched, compress)?;
         }
         Ok(())
     }
@@ -303,7 +304,8 @@ impl Fs {
                     tail.fill(0);
                 }
                 self.punch(ws, e, (k + 1) * cb, u64::MAX)?;
-                return self.store_cluster(ws, e, c, k, &slots, &buf, size, 0..0);
+                let compress = !self.vol().options.compress.user_mode;
+                return self.store_cluster(ws, e, c, k, &slots, &buf, size, 0..0, compress);
             }
         }
         Ok(())
@@ -332,7 +334,7 @@ impl Fs {
     }
 
     /// Stores cluster `k` (whose slots were `old`) as `bytes`, the file being `size` bytes
-    /// long: compressed when the file reaches into its last block and it shrinks by a block,
+    /// long (`compress`: whether it may be compressed at all): compressed when the file reaches into its last block and it shrinks by a block,
     /// else plain
     /// (only the blocks in `touched` written when it was plain already).
     #[allow(clippy::too_many_arguments)]
@@ -346,6 +348,7 @@ impl Fs {
         bytes: &[u8],
         size: u64,
         touched: std::ops::Range<u64>,
+        compress: bool,
     ) -> Result<()> {
         let cb = c.cluster_blocks();
         let first = k * cb;
@@ -354,7 +357,7 @@ impl Fs {
         let was_compressed = old.first() == Some(&COMPRESS_ADDR);
         // Linux compresses a cluster once all its pages exist: the file reaches into its last
         // block (the bytes past the end of file in that block are zeros).
-        let packed = (inside + BS > cbytes && !self.vol().options.compress.user_mode)
+        let packed = (inside + BS > cbytes && compress)
             .then(|| compress_cluster(c, bytes))
             .flatten();
         let saved_after = match packed {
@@ -616,3 +619,48 @@ impl Fs {
 
 /// Where `i_compr_blocks` sits in the inode block (the extra area's fourth field).
 const COMPR_BLOCKS_AT: usize = uf2fs_format::inode::I_ADDR_OFFSET + 24;
+
+/// Compressing or decompressing a whole file on request (F2FS_IOC_COMPRESS_FILE and
+/// F2FS_IOC_DECOMPRESS_FILE, Linux's `compress_mode=user`): every cluster is read and stored
+/// again, compressed where it may be, or plain.
+impl Fs {
+    /// Stores every cluster of compressed file `ino` again, compressed (`compress`) by the
+    /// usual rule or plain. Linux takes these requests only under `compress_mode=user`
+    /// (EOPNOTSUPP otherwise), and not on a file whose saved blocks were released (EPERM).
+    pub fn recompress_file(&self, ino: u32, compress: bool) -> Result<()> {
+        if !self.vol().options.compress.user_mode {
+            return Err(Error::Unsupported(
+                "compressing or decompressing a file on request needs compress_mode=user".into(),
+            ));
+        }
+        let i = self.inode(ino)?;
+        let c = i
+            .compression
+            .ok_or(Error::InvalidArgument("not a compressed file"))?;
+        self.vol().check_data_writable(&i)?;
+        let cb = c.cluster_blocks();
+        let clusters = i.size.div_ceil(cb * BS);
+        // One change per cluster: each needs at most a cluster's blocks and its node.
+        for k in 0..clusters {
+            self.changing(cb + 8, |ws| {
+                self.live(ino)?;
+                let mut e = self.edit(ino)?;
+                let slots = self.cluster_slots(&e, &c, k)?;
+                let was_compressed = slots.first() == Some(&COMPRESS_ADDR);
+                // Holes, and clusters already as asked, stay.
+                if slots.iter().all(|&a| a == NULL_ADDR) || was_compressed == compress {
+                    return Ok(());
+                }
+                let mut buf = Vec::new();
+                self.vol().read_cluster(e.ino, &c, k, &slots, &mut buf)?;
+                let size = e.size();
+                self.needs_checkpoint(ws, ino);
+                // Nothing "touched": a plain cluster that does not shrink is left where it
+                // is, and a compressed one stored plain is written whole anyway.
+                self.store_cluster(ws, &mut e, &c, k, &slots, &buf, size, 0..0, compress)?;
+                self.commit(e)
+            })?;
+        }
+        Ok(())
+    }
+}
