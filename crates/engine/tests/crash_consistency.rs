@@ -543,13 +543,16 @@ fn random_mix_on_a_quota_image() {
     random_mix_on("random_mix_quota", Run::on_image(image));
 }
 
-/// The same mix on a compression image whose root is `chattr +c` (zstd, 32 KiB clusters,
+/// The same mix on a compressed, casefolded, quota image whose root is `chattr +c` (zstd,
+/// 32 KiB clusters,
 /// checksums), with bytes that compress: every file is compressed, so writes, overwrites and
 /// truncations rewrite compressed clusters, and every fsync of a compressed file checkpoints.
 /// After each crash, fsck.f2fs checks i_compr_blocks, i_blocks and the valid block counts.
 #[test]
 fn random_mix_on_a_compressed_image() {
-    let image = common::crash::mkfs_f2fs_mem_image("extra_attr,inode_checksum,compression");
+    let image = common::crash::mkfs_f2fs_mem_image(
+        "extra_attr,inode_checksum,quota,project_quota,casefold,compression",
+    );
     let mut r = Run::on_image(image);
     let mut o = r.fs.options();
     o.compress.algorithm = uf2fs_engine::compress::Algorithm::Zstd;
@@ -557,7 +560,8 @@ fn random_mix_on_a_compressed_image() {
     o.compress.checksum = true;
     r.fs.set_options(o);
     let root = r.fs.root_ino();
-    r.fs.set_fs_flags(root, r.fs.fs_flags(root).unwrap() | 0x4)
+    // Compressed and casefolded (+c +F) from the root down.
+    r.fs.set_fs_flags(root, r.fs.fs_flags(root).unwrap() | 0x4 | 0x4000_0000)
         .unwrap();
     r.fs.sync().unwrap();
     random_mix_with("random_mix_compressed", r, |rng, n| {

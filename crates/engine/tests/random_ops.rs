@@ -211,11 +211,21 @@ fn run(seed: u64) -> (std::path::PathBuf, Model, usize) {
         );
         img
     } else if seed == 4 {
-        // A compression image whose root is `chattr +c`: every file and directory made in
-        // it is compressed (zstd with checksums in this mount, Linux's default lz4 after each
-        // remount), so writes, overwrites and truncations go through compressed clusters.
+        // A compressed, casefolded, quota image (issue 15's judge) whose root is
+        // `chattr +c`: every file and directory made in it is compressed (zstd with checksums
+        // in this mount, Linux's default lz4 after each remount), so writes, overwrites and
+        // truncations go through compressed clusters while quota counts them.
         let img = dir.join("img");
-        uf2fs_testkit::mkfs_f2fs(&img, 768, &["-O", "extra_attr,inode_checksum,compression"]);
+        uf2fs_testkit::mkfs_f2fs(
+            &img,
+            768,
+            &[
+                "-O",
+                "extra_attr,inode_checksum,quota,project_quota,casefold,compression",
+                "-C",
+                "utf8",
+            ],
+        );
         img
     } else {
         common::fresh_image(&dir, 768, features)
@@ -229,7 +239,9 @@ fn run(seed: u64) -> (std::path::PathBuf, Model, usize) {
         o.compress.checksum = true;
         fs.set_options(o);
         let root = fs.root_ino();
-        fs.set_fs_flags(root, fs.fs_flags(root).unwrap() | 0x4)
+        // Compressed and casefolded (+c +F) from the root down; the model's names never
+        // differ only in case.
+        fs.set_fs_flags(root, fs.fs_flags(root).unwrap() | 0x4 | 0x4000_0000)
             .unwrap();
     }
     let mut m = Model {
@@ -706,7 +718,7 @@ fn seed_3_quota_and_casefold_image() {
 }
 
 #[test]
-fn seed_4_compressed_image() {
+fn seed_4_compressed_casefolded_quota_image() {
     random_ops_then_linux(4);
 }
 

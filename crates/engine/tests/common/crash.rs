@@ -185,7 +185,12 @@ pub fn file_mode() -> uf2fs_engine::NewInode {
 pub fn mkfs_f2fs_mem_image(features: &str) -> Vec<u8> {
     let dir = uf2fs_testkit::scratch(&format!("crash-mkfs-{}", features.replace(',', "-")));
     let img = dir.join("img");
-    uf2fs_testkit::mkfs_f2fs(&img, IMAGE_MIB as u64, &["-O", features]);
+    // casefold needs its encoding named.
+    let mut args = vec!["-O", features];
+    if features.contains("casefold") {
+        args.extend(["-C", "utf8"]);
+    }
+    uf2fs_testkit::mkfs_f2fs(&img, IMAGE_MIB as u64, &args);
     let bytes = std::fs::read(&img).unwrap();
     let _ = std::fs::remove_dir_all(&dir);
     bytes
