@@ -329,6 +329,7 @@ fn files_uf2fs_compresses_read_back_in_linux_and_pass_fsck() {
         through_fuse.push(name);
         models.insert(name.to_owned(), Model { fs_ino: 0, bytes });
     }
+    through_fuse.push("fuse_c/optioned");
     // A file with data cannot become compressed (EINVAL, as in Linux).
     let (ok, _, _) = try_run(Command::new("chattr").arg("+c").arg(mnt.join("app.dat")));
     assert!(!ok, "chattr +c on a file with data");
@@ -379,6 +380,24 @@ fn files_uf2fs_compresses_read_back_in_linux_and_pass_fsck() {
         .unwrap()
         .bytes
         .extend_from_slice(&more);
+    // F2FS_IOC_SET_COMPRESS_OPTION on a new, empty file: its own algorithm (lzo-rle) and
+    // cluster (256 KiB), which its writes then use.
+    std::fs::File::create(mnt.join("fuse_c/optioned")).unwrap();
+    let (ok, _, err) = try_run(
+        Command::new(&setcompr)
+            .arg(mnt.join("fuse_c/optioned"))
+            .args(["3", "6"]),
+    );
+    assert!(ok, "SET_COMPRESS_OPTION: {err}");
+    let bytes = text("optioned", 1_500_000);
+    std::fs::write(mnt.join("fuse_c/optioned"), &bytes).unwrap();
+    models.insert("fuse_c/optioned".into(), Model { fs_ino: 0, bytes });
+    let (ok, _, _) = try_run(
+        Command::new(&setcompr)
+            .arg(mnt.join("fuse_c/optioned"))
+            .args(["1", "2"]),
+    );
+    assert!(!ok, "SET_COMPRESS_OPTION on a file with blocks");
     m.umount();
     // compress_mode=user: writes store clusters plain; F2FS_IOC_COMPRESS_FILE compresses the
     // file, F2FS_IOC_DECOMPRESS_FILE stores it plain again.
@@ -427,6 +446,11 @@ fn files_uf2fs_compresses_read_back_in_linux_and_pass_fsck() {
         let c = fs.compression(ino).unwrap();
         match name {
             "app.dat" => assert!(c.is_none(), "{name} is compressed"),
+            "fuse_c/optioned" => {
+                let c = c.unwrap();
+                assert_eq!((c.algorithm, c.log_cluster_size), (Algorithm::LzoRle, 6));
+                assert!(c.compr_blocks > 100, "{name}: {c:?}");
+            }
             "fuse_c/text" => {
                 let c = c.unwrap();
                 assert!(c.released && c.compr_blocks == 0, "{name}: {c:?}");

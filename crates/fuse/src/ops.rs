@@ -1337,6 +1337,32 @@ impl Filesystem for Volume {
             }
             return;
         }
+        // F2FS_IOC_GET_COMPRESS_OPTION and F2FS_IOC_SET_COMPRESS_OPTION: struct
+        // f2fs_comp_option, the algorithm and the cluster log, one byte each.
+        const GET_COMPRESS_OPTION: u32 = 0x8002_F515;
+        const SET_COMPRESS_OPTION: u32 = 0x4002_F516;
+        if cmd == GET_COMPRESS_OPTION {
+            match self.fs.compress_option(nid) {
+                Ok((alg, log)) => reply.ioctl(0, &[alg, log]),
+                Err(e) => reply.error(errno(e)),
+            }
+            return;
+        }
+        if cmd == SET_COMPRESS_OPTION {
+            let r = match (in_data.first(), in_data.get(1)) {
+                (Some(&alg), Some(&log)) => match self.fs.getattr_shared(nid) {
+                    Err(e) => Err(errno(e)),
+                    Ok(a) if req.uid() != 0 && req.uid() != a.uid => Err(Errno::EPERM),
+                    Ok(_) => self.fs.set_compress_option(nid, alg, log).map_err(errno),
+                },
+                _ => Err(Errno::EINVAL),
+            };
+            match r {
+                Ok(()) => reply.ioctl(0, &[]),
+                Err(e) => reply.error(e),
+            }
+            return;
+        }
         // F2FS_IOC_DECOMPRESS_FILE and F2FS_IOC_COMPRESS_FILE (no data either way), under
         // compress_mode=user; owner or root only, where Linux wants a file open for writing
         // (the daemon does not learn how the file was opened).

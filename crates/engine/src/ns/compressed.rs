@@ -20,6 +20,7 @@ use crate::vol::Fs;
 use crate::vol::Vol;
 use uf2fs_format::compress::{compress_cluster, Algorithm, COMPRESS_CHKSUM, COMPRESS_LEVEL_OFFSET};
 use uf2fs_format::compress::{compressed_block_count, decompress_cluster, Compression};
+use uf2fs_format::compress::{MAX_LOG_CLUSTER_SIZE, MIN_LOG_CLUSTER_SIZE};
 use uf2fs_format::inode::Inode;
 use uf2fs_format::inode::{iflags, inline_flags, FileType};
 use uf2fs_format::superblock::feature;
@@ -662,5 +663,46 @@ impl Fs {
             })?;
         }
         Ok(())
+    }
+}
+
+/// A compressed file's own algorithm and cluster size (F2FS_IOC_GET/SET_COMPRESS_OPTION).
+impl Fs {
+    /// The algorithm (`i_compress_algorithm`) and log of the cluster size of compressed file
+    /// `ino` (EINVAL for any other).
+    pub fn compress_option(&self, ino: u32) -> Result<(u8, u8)> {
+        let c = self
+            .inode(ino)?
+            .compression
+            .ok_or(Error::InvalidArgument("not a compressed file"))?;
+        Ok((c.algorithm as u8, c.log_cluster_size))
+    }
+
+    /// Sets them, as Linux 6.1 does: only on a compressed regular file without blocks yet
+    /// (EFBIG otherwise), an algorithm Linux knows and a cluster log of 2 to 8 (EINVAL).
+    pub fn set_compress_option(&self, ino: u32, algorithm: u8, log: u8) -> Result<()> {
+        if Algorithm::from_raw(algorithm).is_none()
+            || !(MIN_LOG_CLUSTER_SIZE..=MAX_LOG_CLUSTER_SIZE).contains(&log)
+        {
+            return Err(Error::InvalidArgument(
+                "compress option: algorithm 0 to 3 and cluster log 2 to 8",
+            ));
+        }
+        self.changing(0, |_| {
+            self.live(ino)?;
+            let mut e = self.edit(ino)?;
+            if e.inode.compression.is_none() {
+                return Err(Error::InvalidArgument("not a compressed file"));
+            }
+            if e.inode.blocks > 1 {
+                return Err(Error::FileTooBig);
+            }
+            let at = COMPR_BLOCKS_AT + 8;
+            if let Some(f) = e.block.get_mut(at..at + 2) {
+                f.copy_from_slice(&[algorithm, log]);
+            }
+            e.inode = crate::ns::edit::reparse(self, e.ino, &mut e.block)?;
+            self.commit(e)
+        })
     }
 }
