@@ -413,6 +413,7 @@ impl Fs {
         }
         let sit = self.sit_entries()?;
         let cursegs: HashSet<u32> = self.checkpoint().cursegs.iter().map(|c| c.segno).collect();
+        let no_ssa = self.vol().sb.has(uf2fs_format::superblock::feature::RO);
         let mut free = 0u32;
         for (segno, e) in sit.iter().enumerate() {
             let segno = segno as u32;
@@ -442,7 +443,8 @@ impl Fs {
                 .iter()
                 .position(|c| c.segno == segno);
             let entries: Option<Vec<RawSummary>> = match cur {
-                _ if offs.is_empty() => None,
+                // A read-only (`ro` feature) image has no SSA, and its logs share segments.
+                _ if offs.is_empty() || no_ssa => None,
                 Some(i) => self.vol().cur_summaries.get(i).cloned().flatten(),
                 None => {
                     let ssa = read_block(

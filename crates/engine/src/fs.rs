@@ -322,6 +322,13 @@ impl Fs {
     fn write_state(dev: &dyn BlockDevice, m: &crate::mount::Mounted) -> Result<WriteState> {
         let layout = m.sb.layout();
         let features = m.sb.features() & !uf2fs_format::superblock::feature::KNOWN_WRITABLE;
+        if m.sb.has(uf2fs_format::superblock::feature::RO) {
+            return Err(Error::ReadOnly(
+                "the image has the ro feature (made for reading only: no SSA, no spare \
+                 segments; Linux mounts it read-only too)"
+                    .into(),
+            ));
+        }
         if features != 0 {
             return Err(Error::ReadOnly(format!(
                 "writing images with {} is not supported yet",

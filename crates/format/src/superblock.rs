@@ -400,7 +400,9 @@ impl Superblock {
         if u64::from(main_segs) > sit_entries {
             return Err(field(c, "segment_count_sit", r.segment_count_sit.get()).into());
         }
-        if u64::from(main_segs) > u64::from(r.segment_count_ssa.get()) * seg {
+        // A read-only (`ro` feature) image has no SSA: nothing will ever clean it.
+        let read_only_layout = r.feature.get() & feature::RO != 0;
+        if !read_only_layout && u64::from(main_segs) > u64::from(r.segment_count_ssa.get()) * seg {
             return Err(field(c, "segment_count_ssa", r.segment_count_ssa.get()).into());
         }
         Ok(())
