@@ -7,6 +7,9 @@ need=()
 have() { command -v "$1" >/dev/null 2>&1; }
 have mkfs.f2fs && have sload.f2fs && have fsck.f2fs || need+=(f2fs-tools)
 have gcc || need+=(gcc)
+# scripts/test.sh type-checks the fuzz targets: libfuzzer-sys's build script compiles
+# libFuzzer's C++ even for `cargo check`.
+have g++ || need+=(g++)
 have fusermount3 || need+=(fuse3)
 # tools/treeview.c and the linux-f2fs payloads are linked static: they need libc.a.
 [ -f /usr/lib/x86_64-linux-gnu/libc.a ] || need+=(libc6-dev)
