@@ -1098,17 +1098,7 @@ impl Fs {
                 }
                 if let Some(c) = e.inode.compression {
                     self.write_compressed(ws, &mut e, &c, offset, data)?;
-                    if e.size() < end {
-                        e.set_size(end);
-                    }
-                    if stamp {
-                        e.touch(true);
-                    }
-                    self.commit(e)?;
-                    self.maybe_checkpoint(ws)?;
-                    return Ok(data.len());
-                }
-                if e.inode.has_inline_data() {
+                } else if e.inode.has_inline_data() {
                     let r = e.inline_range();
                     if end <= r.len() as u64 {
                         put(&mut e.block, r.start + offset as usize, data);
@@ -1130,47 +1120,9 @@ impl Fs {
                         .map(<[u8]>::to_vec)
                         .unwrap_or_default();
                     self.inline_to_blocks(ws, &mut e, &old)?;
-                }
-                // Whole blocks, the partial first and last ones read and merged.
-                let bs = BLOCK_SIZE as u64;
-                let mut done = 0usize;
-                let mut fblk = offset / bs;
-                while done < data.len() {
-                    let chunk_end = (fblk + 256).min(end.div_ceil(bs));
-                    // Whole blocks are borrowed from `data`; the partial first and last ones
-                    // are merged with what the file holds there.
-                    let mut edges: Vec<(u64, Block)> = Vec::new();
-                    for fb in [fblk, chunk_end - 1] {
-                        let bstart = fb * bs;
-                        let (lo, hi) = (offset.max(bstart), end.min(bstart + bs));
-                        let partial = lo > bstart || hi < bstart + bs;
-                        if !partial || edges.iter().any(|(f, _)| *f == fb) {
-                            continue;
-                        }
-                        let mut b = [0u8; BLOCK_SIZE];
-                        let old = self.block_addr(&e, fb)?;
-                        if old != NULL_ADDR && old != NEW_ADDR && bstart < e.size() {
-                            b = self.vol().read_data_block(old.into(), "file data")?;
-                        }
-                        let src = data
-                            .get((lo - offset) as usize..(hi - offset) as usize)
-                            .unwrap_or(&[]);
-                        put(&mut b, (lo - bstart) as usize, src);
-                        edges.push((fb, b));
-                    }
-                    let blocks = (fblk..chunk_end).map(|fb| {
-                        let bstart = fb * bs;
-                        let src = match edges.iter().find(|(f, _)| *f == fb) {
-                            Some((_, b)) => &b[..],
-                            None => data
-                                .get((bstart - offset) as usize..(bstart + bs - offset) as usize)
-                                .unwrap_or(&[]),
-                        };
-                        (fb, src)
-                    });
-                    self.write_file_blocks(ws, &mut e, Log::WarmData, in_place, blocks)?;
-                    done = (chunk_end * bs).min(end).saturating_sub(offset) as usize;
-                    fblk = chunk_end;
+                    self.write_plain_blocks(ws, &mut e, offset, data, in_place)?;
+                } else {
+                    self.write_plain_blocks(ws, &mut e, offset, data, in_place)?;
                 }
                 if e.size() < end {
                     e.set_size(end);
@@ -1183,6 +1135,64 @@ impl Fs {
                 Ok(data.len())
             },
         )
+    }
+}
+
+impl Fs {
+    /// Writes `data` at byte `offset` of the block file being edited, out of place (or in
+    /// place when `in_place` allows): whole blocks are borrowed from `data`, the partial
+    /// first and last ones read and merged, in runs of at most 256 blocks.
+    fn write_plain_blocks(
+        &self,
+        ws: &mut WriteState,
+        e: &mut Editing,
+        offset: u64,
+        data: &[u8],
+        in_place: bool,
+    ) -> Result<()> {
+        let end = offset + data.len() as u64;
+        // Whole blocks, the partial first and last ones read and merged.
+        let bs = BLOCK_SIZE as u64;
+        let mut done = 0usize;
+        let mut fblk = offset / bs;
+        while done < data.len() {
+            let chunk_end = (fblk + 256).min(end.div_ceil(bs));
+            // Whole blocks are borrowed from `data`; the partial first and last ones
+            // are merged with what the file holds there.
+            let mut edges: Vec<(u64, Block)> = Vec::new();
+            for fb in [fblk, chunk_end - 1] {
+                let bstart = fb * bs;
+                let (lo, hi) = (offset.max(bstart), end.min(bstart + bs));
+                let partial = lo > bstart || hi < bstart + bs;
+                if !partial || edges.iter().any(|(f, _)| *f == fb) {
+                    continue;
+                }
+                let mut b = [0u8; BLOCK_SIZE];
+                let old = self.block_addr(e, fb)?;
+                if old != NULL_ADDR && old != NEW_ADDR && bstart < e.size() {
+                    b = self.vol().read_data_block(old.into(), "file data")?;
+                }
+                let src = data
+                    .get((lo - offset) as usize..(hi - offset) as usize)
+                    .unwrap_or(&[]);
+                put(&mut b, (lo - bstart) as usize, src);
+                edges.push((fb, b));
+            }
+            let blocks = (fblk..chunk_end).map(|fb| {
+                let bstart = fb * bs;
+                let src = match edges.iter().find(|(f, _)| *f == fb) {
+                    Some((_, b)) => &b[..],
+                    None => data
+                        .get((bstart - offset) as usize..(bstart + bs - offset) as usize)
+                        .unwrap_or(&[]),
+                };
+                (fb, src)
+            });
+            self.write_file_blocks(ws, e, Log::WarmData, in_place, blocks)?;
+            done = (chunk_end * bs).min(end).saturating_sub(offset) as usize;
+            fblk = chunk_end;
+        }
+        Ok(())
     }
 }
 
