@@ -6,7 +6,7 @@
 //! overwrites inside compressed clusters, appends and truncations that cut a compressed
 //! cluster, each against a model of its bytes; then, through the FUSE mount, `chattr +c` on
 //! a new directory, files written there with write(2) in pieces, and compress_extension=
-//! for a name in the root. Then:
+//! for a name in the root; and the cleaner moves compressed blocks. Then:
 //! - uf2fs reads every file back as the model says, and both fsck.f2fs and `uf2fs fsck` find
 //!   the image clean (i_blocks, valid block counts and i_compr_blocks included);
 //! - Linux (tools/linux-f2fs) shows the same tree, field for field, as `uf2fs extract`, and
@@ -295,6 +295,18 @@ fn files_uf2fs_compresses_read_back_in_linux_and_pass_fsck() {
         fs.unmount().unwrap();
         assert_fsck_clean(&img);
     }
+
+    // The cleaner moves compressed blocks (each found through its summary and checked
+    // against the slot that names it), then everything must still read back.
+    let (ok, said, err) = try_run(
+        Command::new(env!("CARGO_BIN_EXE_uf2fs"))
+            .args(["gc", "--sections", "40"])
+            .arg(&img),
+    );
+    assert!(ok, "uf2fs gc: {err}");
+    let cleaned: u32 = said.split_whitespace().next().unwrap().parse().unwrap();
+    assert!(cleaned > 0, "gc cleaned nothing: {said}");
+    assert_fsck_clean(&img);
 
     // Through the FUSE mount (writeback cache on): `chattr +c` on a new directory, files
     // written there with write(2) in pieces, and compress_extension= for a name in the root.
