@@ -19,7 +19,7 @@ use std::path::Path;
 use uf2fs_engine::Fs;
 use uf2fs_format::crc::{f2fs_crc32, F2FS_SUPER_MAGIC};
 use uf2fs_format::{BLOCK_SIZE, COMPRESS_ADDR};
-use uf2fs_testkit::{fixture, scratch, Rng};
+use uf2fs_testkit::{assert_fsck_clean, fixture, scratch, Rng};
 
 const BS: usize = BLOCK_SIZE;
 
@@ -271,5 +271,56 @@ fn corrupt_clusters_are_refused_by_name_never_misread() {
             img.set(c + 360 + at, &[o]);
         }
     }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A write that must merge with a damaged cluster fails by itself, naming the inode and the
+/// cluster, before anything changes: the volume stays writable, other clusters of the same
+/// file and other files take writes, and fsck.f2fs finds the result clean.
+#[test]
+fn a_write_into_a_damaged_cluster_fails_alone() {
+    let dir = scratch("corrupt-compressed-write");
+    let path = fixture("linux-compress", &dir);
+    let fs = Fs::open(&path).unwrap();
+    let f = file(&fs, "/compr/lz4_c16");
+    drop(fs);
+    let mut img = Image {
+        path: &path,
+        bytes: std::fs::read(&path).unwrap(),
+    };
+    let bad = &f.clusters[f.clusters.len() / 2];
+    img.set(bad.blocks[0] as usize * BS, &u32::MAX.to_le_bytes());
+    let good = &f.clusters[0];
+
+    let fs = Fs::open_rw(&path).unwrap();
+    let at = bad.index * f.cluster_bytes + 100;
+    let e = fs
+        .write(f.ino, at, b"into the damaged cluster")
+        .unwrap_err();
+    assert!(names_cluster(&e.to_string(), &f, bad.index), "{e}");
+    let e = fs.truncate(f.ino, at).unwrap_err();
+    assert!(names_cluster(&e.to_string(), &f, bad.index), "{e}");
+    // The volume takes writes still: another cluster of the file, and a new file.
+    let at = good.index * f.cluster_bytes + 100;
+    fs.write(f.ino, at, b"into a sound cluster").unwrap();
+    let n = fs
+        .create_node(
+            fs.root_ino(),
+            b"after",
+            uf2fs_engine::NewInode {
+                mode: 0o100644,
+                uid: 0,
+                gid: 0,
+                rdev: (0, 0),
+            },
+        )
+        .unwrap();
+    fs.write(n, 0, &vec![7u8; 50_000]).unwrap();
+    fs.unmount().unwrap();
+    assert_fsck_clean(&path);
+    let fs = Fs::open(&path).unwrap();
+    let mut got = vec![0u8; 20];
+    fs.read(f.ino, at, &mut got).unwrap();
+    assert_eq!(&got, b"into a sound cluster");
     let _ = std::fs::remove_dir_all(&dir);
 }

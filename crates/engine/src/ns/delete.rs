@@ -460,6 +460,10 @@ impl Fs {
         if size >= cur.size {
             return self.extend(ino, size);
         }
+        if let Some(c) = cur.compression {
+            // The cluster the new size cuts is merged with: checked before the change.
+            self.vol().precheck_cluster(&cur, &c, size)?;
+        }
         self.changing(4, |ws| {
             self.live(ino)?;
             let mut e = self.edit(ino)?;

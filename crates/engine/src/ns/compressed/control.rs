@@ -161,6 +161,8 @@ impl Fs {
         let clusters = i.size.div_ceil(cb * BS);
         // One change per cluster: each needs at most a cluster's blocks and its node.
         for k in 0..clusters {
+            let now = self.inode(ino)?;
+            self.vol().precheck_cluster(&now, &c, k * cb * BS)?;
             self.changing(cb + 8, |ws| {
                 self.live(ino)?;
                 let mut e = self.edit(ino)?;

@@ -68,6 +68,20 @@ impl Vol {
         Ok(())
     }
 
+    /// Reads, and so checks, the cluster of compressed file `inode` that holds byte `pos`,
+    /// if the file reaches it. A change that merges with a cluster calls this first: damage
+    /// found inside a change stops the whole volume (its state may be half-changed), found
+    /// here it fails only the request, with the error naming the inode and the cluster.
+    pub(crate) fn precheck_cluster(&self, inode: &Inode, c: &Compression, pos: u64) -> Result<()> {
+        let cbytes = c.cluster_bytes() as u64;
+        let cstart = pos / cbytes * cbytes;
+        if cstart >= inode.size {
+            return Ok(());
+        }
+        let mut buf = vec![0u8; (inode.size - cstart).min(cbytes) as usize];
+        self.read_compressed(inode, c, cstart, &mut buf)
+    }
+
     /// Decodes compressed cluster `k` of inode `ino` (`rest`: its slots after COMPRESS_ADDR)
     /// into `out` (resized to the cluster), its compressed blocks read into `cdata`.
     fn decode_cluster(
