@@ -185,9 +185,14 @@ pub fn compress_cluster(c: &Compression, plain: &[u8]) -> Option<Vec<u8>> {
     let mut out = vec![0u8; COMPRESS_HEADER_SIZE + room];
     let body = out.get_mut(COMPRESS_HEADER_SIZE..)?;
     let clen = match c.algorithm {
-        // lz4_flex has one level; a level asked of LZ4 (Linux's LZ4HC) is recorded in the
-        // inode but the stream is LZ4's fast one, which every LZ4 decoder reads alike.
-        // (lz4_flex wants room for the worst case, so it encodes into its own buffer.)
+        // A level (`lz4:N`) is Linux's LZ4HC, through liblz4 (the `lz4` crate), which stops
+        // when the output would not fit; without one, LZ4's fast encoder (lz4_flex wants room
+        // for the worst case, so it encodes into its own buffer). Both write the same block
+        // format, which every LZ4 decoder reads.
+        Algorithm::Lz4 if c.level > 0 => {
+            let mode = lz4::block::CompressionMode::HIGHCOMPRESSION(i32::from(c.level));
+            lz4::block::compress_to_buffer(plain, Some(mode), false, body).ok()?
+        }
         Algorithm::Lz4 => {
             let v = lz4_flex::block::compress(plain);
             body.get_mut(..v.len())?.copy_from_slice(&v);
@@ -327,6 +332,30 @@ mod tests {
                     .collect();
                 assert!(compress_cluster(&c, &noise).is_none(), "{alg:?} noise");
             }
+        }
+    }
+
+    #[test]
+    fn lz4hc_levels_compress_at_least_as_well_as_lz4() {
+        let text: Vec<u8> = std::iter::repeat(
+            &b"F2FS compresses clusters; LZ4HC searches harder than LZ4 for matches. "[..],
+        )
+        .flatten()
+        .copied()
+        .zip(0u32..)
+        .map(|(b, i)| if i % 37 == 0 { (i % 251) as u8 } else { b })
+        .take(16384)
+        .collect();
+        let mut c = comp(Algorithm::Lz4, true);
+        let fast = compress_cluster(&c, &text).unwrap();
+        for level in [3u8, 9, 12] {
+            c.level = level;
+            let hc = compress_cluster(&c, &text).unwrap();
+            let clen = |v: &[u8]| u32::from_le_bytes([v[0], v[1], v[2], v[3]]);
+            assert!(clen(&hc) <= clen(&fast), "level {level}");
+            let mut out = vec![0u8; c.cluster_bytes()];
+            decompress_cluster(&c, 1, 0, &hc, &mut out).unwrap();
+            assert_eq!(out, text, "level {level}");
         }
     }
 
