@@ -274,6 +274,16 @@ fn print_status(out: &mut impl Write, v: &Value) -> std::io::Result<()> {
             n("/recovery/addresses")
         )?;
     }
+    if v.pointer("/compression").is_some_and(|c| !c.is_null()) {
+        writeln!(
+            out,
+            "compression:  {} clusters compressed into {} blocks, {} blocks saved; {} inodes made compressed",
+            n("/compression/clusters"),
+            n("/compression/written_blocks"),
+            n("/compression/saved_blocks"),
+            n("/compression/new_inodes")
+        )?;
+    }
     writeln!(
         out,
         "gc:           policy {}: {} sections cleaned ({} foreground, {} background, {} requested; {} data, {} node victims), {} freed",

@@ -410,6 +410,24 @@ fn files_uf2fs_compresses_read_back_in_linux_and_pass_fsck() {
             .args(["1", "2"]),
     );
     assert!(!ok, "SET_COMPRESS_OPTION on a file with blocks");
+    // `uf2fs status` counts what this mount compressed, as Linux's compr_* counters do.
+    let (ok, st, err) = try_run(
+        Command::new(env!("CARGO_BIN_EXE_uf2fs"))
+            .args(["status", "--json"])
+            .arg(&mnt),
+    );
+    assert!(ok, "status: {err}");
+    let st: serde_json::Value = serde_json::from_str(&st).unwrap();
+    let c = |k: &str| st["compression"][k].as_u64().unwrap();
+    assert!(
+        c("clusters") > 10 && c("saved_blocks") > c("clusters"),
+        "{st}"
+    );
+    assert_eq!(
+        st["options"]["compress"]["extensions"],
+        serde_json::json!(["log"])
+    );
+    assert!(c("new_inodes") >= 5, "{st}");
     m.umount();
     // compress_mode=user: writes store clusters plain; F2FS_IOC_COMPRESS_FILE compresses the
     // file, F2FS_IOC_DECOMPRESS_FILE stores it plain again.

@@ -388,6 +388,7 @@ impl Fs {
                 wanted: false,
             },
             sync: FsyncState::default(),
+            compress: Default::default(),
             orphans: Orphans::default(),
             counts: Counts {
                 valid_blocks: h.valid_block_count.get(),

@@ -41,6 +41,7 @@ pub use ns::write::{fs_flags, NewInode};
 pub use ns::xattr_write::{XATTR_CREATE, XATTR_REPLACE};
 pub use space::sit::SegmentUsage;
 pub use space::Policy as GcPolicy;
+pub use state::CompressStats;
 pub use status::{CheckpointStats, IoStats, Status};
 pub use uf2fs_format::geometry::Geometry;
 pub use vol::{

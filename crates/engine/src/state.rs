@@ -15,11 +15,27 @@ pub(crate) struct WriteState {
     pub orphans: Orphans,
     pub counts: Counts,
     pub gc: crate::gc::state::GcState,
+    /// What compressed writes did since the mount (Linux's `compr_*` counters).
+    pub compress: CompressStats,
     /// Set when a change failed half-way: the in-memory state may not be consistent, so no
     /// further change or checkpoint is made; the image stays at its last checkpoint.
     pub failed: Option<String>,
     /// Data blocks of the running change, linked but not yet written (see `data.rs`).
     pub deferred: Vec<crate::data::Batch>,
+}
+
+/// Compressed writes since the mount, counted as Linux's sysfs `compr_written_block`,
+/// `compr_saved_block` and `compr_new_inode` count them.
+#[derive(Debug, Clone, Copy, Default, serde::Serialize)]
+pub struct CompressStats {
+    /// Clusters stored compressed.
+    pub clusters: u64,
+    /// Blocks those clusters took (compressed data).
+    pub written_blocks: u64,
+    /// Blocks they saved (cluster size less compressed blocks).
+    pub saved_blocks: u64,
+    /// Inodes made compressed (new files and directories, `chattr +c`).
+    pub new_inodes: u64,
 }
 
 /// The checkpoint's counters of what is in use.

@@ -27,6 +27,8 @@ pub struct Status {
     /// What roll-forward recovery replayed at mount (none: there was no chain).
     pub recovery: Option<crate::durability::state::RecoveryStats>,
     pub gc: crate::gc::GcStats,
+    /// Compressed writes since the mount (`None`: the image has no compression feature).
+    pub compression: Option<crate::state::CompressStats>,
     pub io: IoStats,
 }
 
@@ -77,6 +79,7 @@ impl Fs {
                 Some((
                     ws.segs.usage(),
                     ws.segs.prefree_segments() as u32,
+                    ws.compress,
                     CheckpointStats {
                         requested: ws.cp.requests,
                         written: ws.cp.written,
@@ -103,11 +106,12 @@ impl Fs {
             }
             None => None,
         };
-        let (segments, prefree_segments, checkpoints, fsync, gc) = match live {
+        let (segments, prefree_segments, compression, checkpoints, fsync, gc) = match live {
             Some(l) => l,
             None => (
                 self.segment_usage()?,
                 0,
+                Default::default(),
                 CheckpointStats::default(),
                 Default::default(),
                 Default::default(),
@@ -127,6 +131,11 @@ impl Fs {
             fsync,
             recovery: self.vol().recovery,
             gc,
+            compression: self
+                .vol()
+                .sb
+                .has(uf2fs_format::superblock::feature::COMPRESSION)
+                .then_some(compression),
             io,
         })
     }

@@ -195,7 +195,7 @@ impl Default for CompressOptions {
 
 /// File-name extensions as the kernel keeps them for its mount options: at most 16, each of
 /// 1 to 7 bytes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Extensions {
     count: u8,
     names: [[u8; 8]; 16],
@@ -238,6 +238,13 @@ impl Extensions {
     /// byte before the dot.
     pub fn matches(&self, name: &[u8]) -> bool {
         self.iter().any(|ext| extension_matches(name, ext))
+    }
+}
+
+/// Shown as the list of extensions (`["txt", "log"]`).
+impl serde::Serialize for Extensions {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.collect_seq(self.iter().map(String::from_utf8_lossy))
     }
 }
 

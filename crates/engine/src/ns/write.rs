@@ -313,7 +313,7 @@ impl Fs {
         let nid = self.vol().nat.alloc(&*self.vol().dev)?;
         let mut e = self.new_inode_block(nid, parent, name, a, flags)?;
         if compress == Some(true) {
-            self.set_compress_context(&mut e)?;
+            self.set_compress_context(ws, &mut e)?;
         }
         if let (true, Some(projid), Some(_)) = (inherit_project, pdir.projid, e.inode.projid) {
             e.set_u32(I_ADDR_OFFSET + 4, projid);
@@ -456,7 +456,7 @@ impl Fs {
                 flags & !fs_flags::GETTABLE_IN
             )));
         }
-        self.changing(0, |_| {
+        self.changing(0, |ws| {
             self.live(ino)?;
             let i = self.inode(ino)?;
             let changed = (i.flags ^ flags) & fs_flags::SETTABLE;
@@ -520,7 +520,7 @@ impl Fs {
                             "a file with data cannot be made compressed (only an empty one)",
                         ));
                     }
-                    self.set_compress_context(&mut e)?;
+                    self.set_compress_context(ws, &mut e)?;
                 } else {
                     if regular && i.blocks > 1 {
                         return Err(Error::InvalidArgument(

@@ -176,6 +176,9 @@ impl Fs {
                 marks.extend((n + 1..cb).map(|i| (index + i as usize, NEW_ADDR)));
                 self.set_addrs(e, nid, &marks)?;
                 let reserved = cb - n;
+                ws.compress.clusters += 1;
+                ws.compress.written_blocks += n;
+                ws.compress.saved_blocks += reserved;
                 ws.counts.valid_blocks += reserved;
                 e.add_blocks(reserved as i64);
                 reserved
@@ -257,7 +260,8 @@ impl Fs {
     /// Makes the inode being edited compressed as the mount options say (Linux's
     /// `set_compress_context`): FS_COMPR_FL, the algorithm, cluster size, checksum flag and
     /// level, no inline data (a compressed file keeps its bytes in clusters).
-    pub(crate) fn set_compress_context(&self, e: &mut Editing) -> Result<()> {
+    pub(crate) fn set_compress_context(&self, ws: &mut WriteState, e: &mut Editing) -> Result<()> {
+        ws.compress.new_inodes += 1;
         let o = self.vol().options.compress;
         let at = uf2fs_format::inode::I_ADDR_OFFSET + 24;
         let level = match o.algorithm {
