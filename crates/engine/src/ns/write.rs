@@ -1074,12 +1074,15 @@ impl Fs {
         stamp: bool,
     ) -> Result<usize> {
         let in_place = self.in_place_rule(synced, (data.len() as u64).div_ceil(BLOCK_SIZE as u64));
-        // A compressed file's edge clusters are merged with: checked before the change.
-        let i = self.inode(ino)?;
-        if let (Some(c), false) = (i.compression, data.is_empty()) {
-            let end = offset.saturating_add(data.len() as u64 - 1);
-            self.vol().precheck_cluster(&i, &c, offset)?;
-            self.vol().precheck_cluster(&i, &c, end)?;
+        // A compressed file's edge clusters are merged with: checked before the change. (An
+        // inode that does not read here is left to the change, whose `live` check answers
+        // for a freed one.)
+        if let Ok(i) = self.inode(ino) {
+            if let (Some(c), false) = (i.compression, data.is_empty()) {
+                let end = offset.saturating_add(data.len() as u64 - 1);
+                self.vol().precheck_cluster(&i, &c, offset)?;
+                self.vol().precheck_cluster(&i, &c, end)?;
+            }
         }
         self.changing(
             (data.len() as u64).div_ceil(BLOCK_SIZE as u64) * 2 + 8,
