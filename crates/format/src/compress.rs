@@ -204,12 +204,7 @@ pub fn compress_cluster(c: &Compression, plain: &[u8]) -> Option<Vec<u8>> {
             } else {
                 i32::from(c.level)
             };
-            let mut z = zstd::bulk::Compressor::new(level).ok()?;
-            // Linux's decoder takes frames whose window is at most the cluster: with the
-            // content size known the encoder never asks for more.
-            z.set_parameter(zstd::zstd_safe::CParameter::ChecksumFlag(false))
-                .ok()?;
-            z.compress_to_buffer(plain, body).ok()?
+            zstd_compress(plain, body, level)?
         }
         Algorithm::Lzo | Algorithm::LzoRle => {
             let v = lzo::compress(plain, c.algorithm == Algorithm::LzoRle, room)?;
@@ -235,18 +230,63 @@ pub fn compress_cluster(c: &Compression, plain: &[u8]) -> Option<Vec<u8>> {
     Some(out)
 }
 
+/// One ZSTD frame of `src` into `out` at `level`, with one encoder per thread, kept (making
+/// one per cluster cost more than compressing a 16 KiB cluster). Linux's decoder takes frames
+/// whose window is at most the cluster: with the content size known, the encoder never asks
+/// for more.
+fn zstd_compress(src: &[u8], out: &mut [u8], level: i32) -> Option<usize> {
+    thread_local! {
+        static ENCODER: std::cell::RefCell<Option<zstd::bulk::Compressor<'static>>> =
+            const { std::cell::RefCell::new(None) };
+    }
+    ENCODER.with(|cell| {
+        let mut slot = cell.try_borrow_mut().ok()?;
+        if slot.is_none() {
+            let mut z = zstd::bulk::Compressor::new(level).ok()?;
+            z.set_parameter(zstd::zstd_safe::CParameter::ChecksumFlag(false))
+                .ok()?;
+            *slot = Some(z);
+        }
+        let z = slot.as_mut()?;
+        z.set_compression_level(level).ok()?;
+        let r = z.compress_to_buffer(src, out).ok();
+        if r.is_none() {
+            // Did not fit (the usual "store it plain"), or failed: start afresh next time.
+            *slot = None;
+        }
+        r
+    })
+}
+
 /// Linux's default ZSTD level for F2FS (`F2FS_ZSTD_DEFAULT_CLEVEL`).
 pub const ZSTD_DEFAULT_LEVEL: i32 = 1;
 
 /// One ZSTD frame into `out`. The window may not exceed the cluster, as Linux sizes its
 /// decoder, so a hostile frame cannot make the decoder allocate more than that.
 fn zstd_decompress(src: &[u8], out: &mut [u8], log_cluster_size: u8) -> Option<usize> {
-    let mut d = zstd::bulk::Decompressor::new().ok()?;
-    let window_log = 12 + u32::from(log_cluster_size);
-    // The decoder's smallest accepted window log is 10; ours is at least 14.
-    d.set_parameter(zstd::zstd_safe::DParameter::WindowLogMax(window_log))
-        .ok()?;
-    d.decompress_to_buffer(src, out).ok()
+    // One decoder per thread, kept: making one per cluster cost more than decoding a
+    // 16 KiB cluster.
+    thread_local! {
+        static DECODER: std::cell::RefCell<Option<zstd::bulk::Decompressor<'static>>> =
+            const { std::cell::RefCell::new(None) };
+    }
+    DECODER.with(|cell| {
+        let mut slot = cell.try_borrow_mut().ok()?;
+        if slot.is_none() {
+            *slot = Some(zstd::bulk::Decompressor::new().ok()?);
+        }
+        let d = slot.as_mut()?;
+        let window_log = 12 + u32::from(log_cluster_size);
+        // The decoder's smallest accepted window log is 10; ours is at least 14.
+        d.set_parameter(zstd::zstd_safe::DParameter::WindowLogMax(window_log))
+            .ok()?;
+        let r = d.decompress_to_buffer(src, out).ok();
+        if r.is_none() {
+            // A failed frame may leave the context mid-frame: start the next one afresh.
+            *slot = None;
+        }
+        r
+    })
 }
 
 #[cfg(test)]

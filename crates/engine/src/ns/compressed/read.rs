@@ -46,17 +46,42 @@ impl Vol {
             }
             Ok(())
         })?;
-        let mut cluster_buf = Vec::new();
-        let mut cdata = Vec::new();
+        // The compressed blocks of every compressed cluster the read touches, read first, in
+        // runs of adjacent addresses (clusters written together lie together): one device
+        // read for a whole request where a block at a time took one per block.
+        let mut spans = Vec::with_capacity(slots.len() / cb as usize + 1);
+        let mut addrs: Vec<u32> = Vec::new();
         for (k, cs) in (first..=last).zip(slots.chunks(cb as usize)) {
+            match cs.split_first() {
+                Some((&COMPRESS_ADDR, rest)) => {
+                    let n = compressed_block_count(ino, k, rest, names_block)?;
+                    for (i, &addr) in rest.iter().take(n).enumerate() {
+                        self.check_data_addr(ino, k * cb + 1 + i as u64, addr)?;
+                    }
+                    spans.push(Some((addrs.len(), n)));
+                    addrs.extend(rest.iter().take(n));
+                }
+                _ => spans.push(None),
+            }
+        }
+        let mut cdata = vec![0u8; addrs.len() * BLOCK_SIZE];
+        self.read_runs(
+            &addrs,
+            &mut cdata,
+            &format!("compressed data of inode {ino}"),
+        )?;
+        let mut cluster_buf = vec![0u8; c.cluster_bytes()];
+        for ((k, cs), span) in (first..=last).zip(slots.chunks(cb as usize)).zip(spans) {
             let cstart = k * cbytes;
             let (lo, hi) = (cstart.max(offset), (cstart + cbytes).min(end));
             let dst = out
                 .get_mut((lo - offset) as usize..(hi - offset) as usize)
                 .unwrap_or(&mut []);
-            let (head, rest) = cs.split_first().unwrap_or((&NULL_ADDR, &[]));
-            if *head == COMPRESS_ADDR {
-                self.decode_cluster(ino, c, k, rest, &mut cdata, &mut cluster_buf)?;
+            if let Some((at, n)) = span {
+                let blocks = cdata
+                    .get(at * BLOCK_SIZE..(at + n) * BLOCK_SIZE)
+                    .unwrap_or(&[]);
+                decompress_cluster(c, ino, k, blocks, &mut cluster_buf)?;
                 let src = cluster_buf
                     .get((lo - cstart) as usize..(hi - cstart) as usize)
                     .unwrap_or(&[]);
@@ -64,6 +89,28 @@ impl Vol {
             } else {
                 self.read_plain_cluster(ino, k, cs, cstart, lo, dst)?;
             }
+        }
+        Ok(())
+    }
+
+    /// Reads the blocks at `addrs` into `buf` (one block each, in order), one device read
+    /// per run of adjacent addresses.
+    fn read_runs(&self, addrs: &[u32], buf: &mut [u8], what: &str) -> Result<()> {
+        let mut i = 0;
+        while i < addrs.len() {
+            let start = addrs.get(i).copied().unwrap_or(0);
+            let mut j = i + 1;
+            while addrs
+                .get(j)
+                .is_some_and(|&a| u64::from(a) == u64::from(start) + (j - i) as u64)
+            {
+                j += 1;
+            }
+            let dst = buf
+                .get_mut(i * BLOCK_SIZE..j * BLOCK_SIZE)
+                .unwrap_or(&mut []);
+            self.read_data(u64::from(start), dst, what)?;
+            i = j;
         }
         Ok(())
     }
@@ -96,18 +143,11 @@ impl Vol {
         let cb = c.cluster_blocks();
         let n = compressed_block_count(ino, k, rest, names_block)?;
         cdata.resize(n * BLOCK_SIZE, 0);
-        for (i, &addr) in rest.iter().take(n).enumerate() {
-            let fblk = k * cb + 1 + i as u64;
-            self.check_data_addr(ino, fblk, addr)?;
-            let b = cdata
-                .get_mut(i * BLOCK_SIZE..(i + 1) * BLOCK_SIZE)
-                .unwrap_or(&mut []);
-            self.read_data(
-                u64::from(addr),
-                b,
-                &format!("compressed data of inode {ino}"),
-            )?;
+        let addrs = rest.get(..n).unwrap_or(&[]);
+        for (i, &addr) in addrs.iter().enumerate() {
+            self.check_data_addr(ino, k * cb + 1 + i as u64, addr)?;
         }
+        self.read_runs(addrs, cdata, &format!("compressed data of inode {ino}"))?;
         out.resize(c.cluster_bytes(), 0);
         Ok(decompress_cluster(c, ino, k, cdata, out)?)
     }
