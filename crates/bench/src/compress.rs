@@ -80,6 +80,18 @@ struct Image {
     linux: Value,
 }
 
+impl Image {
+    /// The blocks Linux saved writing this image, and their % (None for the plain one).
+    fn linux_saving(&self) -> (Option<u64>, Option<f64>) {
+        (
+            self.linux
+                .pointer("/compr_saved_block")
+                .and_then(Value::as_u64),
+            self.linux.pointer("/saved_pct").and_then(Value::as_f64),
+        )
+    }
+}
+
 /// Linux copies the plain image's tree into a compressed image.
 fn linux_copy(a: &CompressArgs, plain: &Path, alg: &str) -> Res<Image> {
     let img = a.dir.join(format!("{alg}.img"));
@@ -234,11 +246,7 @@ pub fn run(a: &CompressArgs) -> Res<()> {
     );
     for (i, im) in images.iter().enumerate() {
         let (x, m) = (median(&extract[i]), median(&mount[i]));
-        let saved = im
-            .linux
-            .pointer("/compr_saved_block")
-            .and_then(Value::as_u64);
-        let pct = im.linux.pointer("/saved_pct").and_then(Value::as_f64);
+        let (saved, pct) = im.linux_saving();
         println!(
             "{:<9} {:>12} {:>9} {:>10.2} {:>9.1} {:>9.2} {:>10.2} {:>9.1} {:>9.2}",
             im.name,
@@ -279,11 +287,7 @@ pub fn run(a: &CompressArgs) -> Res<()> {
             }
         };
         let ours_pct = pct(w.saved, w.written);
-        let linux_saved = im
-            .linux
-            .pointer("/compr_saved_block")
-            .and_then(Value::as_u64);
-        let linux_pct = im.linux.pointer("/saved_pct").and_then(Value::as_f64);
+        let (linux_saved, linux_pct) = im.linux_saving();
         println!(
             "{:<9} {:>10.2} {:>9.1} {:>9.2} {:>14} {:>9.1} {:>12} {:>9}",
             w.name,

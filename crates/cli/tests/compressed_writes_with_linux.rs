@@ -48,17 +48,9 @@ fn text(name: &str, n: usize) -> Vec<u8> {
     out
 }
 
-/// Incompressible bytes (xorshift).
+/// Incompressible bytes.
 fn random(seed: u64, n: usize) -> Vec<u8> {
-    let mut x = seed | 1;
-    (0..n)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            (x >> 24) as u8
-        })
-        .collect()
+    uf2fs_testkit::Rng::new(seed).bytes(n)
 }
 
 /// A file and the bytes it must hold.

@@ -102,6 +102,16 @@ impl Volume {
         }
     }
 
+    /// The F2FS ioctls that change what a file may do (release, reserve, compress on
+    /// request, set its options) are for its owner or root (EPERM otherwise).
+    fn owner_or_root(&self, req: &Request, nid: u32) -> Result<(), Errno> {
+        let a = self.fs.getattr_shared(nid).map_err(errno)?;
+        if req.uid() != 0 && req.uid() != a.uid {
+            return Err(Errno::EPERM);
+        }
+        Ok(())
+    }
+
     /// With the writeback cache, counts an O_SYNC/O_DSYNC open of `nid`; the handle bit to
     /// keep (`SYNC_OPEN`, or 0 when nothing was counted).
     fn note_sync_open(&self, nid: u32, open_flags: i32) -> u64 {
@@ -1318,14 +1328,13 @@ impl Filesystem for Volume {
                     Ok(None) => Err(Errno::EINVAL),
                     Err(e) => Err(errno(e)),
                 },
-                _ => match self.fs.getattr_shared(nid) {
-                    Err(e) => Err(errno(e)),
-                    Ok(a) if req.uid() != 0 && req.uid() != a.uid => Err(Errno::EPERM),
-                    Ok(_) if cmd == RELEASE_COMPRESS_BLOCKS => {
+                _ => self.owner_or_root(req, nid).and_then(|()| {
+                    if cmd == RELEASE_COMPRESS_BLOCKS {
                         self.fs.release_compress_blocks(nid).map_err(errno)
+                    } else {
+                        self.fs.reserve_compress_blocks(nid).map_err(errno)
                     }
-                    Ok(_) => self.fs.reserve_compress_blocks(nid).map_err(errno),
-                },
+                }),
             };
             match r {
                 Ok(n) => {
@@ -1350,11 +1359,9 @@ impl Filesystem for Volume {
         }
         if cmd == SET_COMPRESS_OPTION {
             let r = match (in_data.first(), in_data.get(1)) {
-                (Some(&alg), Some(&log)) => match self.fs.getattr_shared(nid) {
-                    Err(e) => Err(errno(e)),
-                    Ok(a) if req.uid() != 0 && req.uid() != a.uid => Err(Errno::EPERM),
-                    Ok(_) => self.fs.set_compress_option(nid, alg, log).map_err(errno),
-                },
+                (Some(&alg), Some(&log)) => self
+                    .owner_or_root(req, nid)
+                    .and_then(|()| self.fs.set_compress_option(nid, alg, log).map_err(errno)),
                 _ => Err(Errno::EINVAL),
             };
             match r {
@@ -1369,14 +1376,11 @@ impl Filesystem for Volume {
         const DECOMPRESS_FILE: u32 = 0x0000_F517;
         const COMPRESS_FILE: u32 = 0x0000_F518;
         if matches!(cmd, DECOMPRESS_FILE | COMPRESS_FILE) {
-            let r = match self.fs.getattr_shared(nid) {
-                Err(e) => Err(errno(e)),
-                Ok(a) if req.uid() != 0 && req.uid() != a.uid => Err(Errno::EPERM),
-                Ok(_) => self
-                    .fs
+            let r = self.owner_or_root(req, nid).and_then(|()| {
+                self.fs
                     .recompress_file(nid, cmd == COMPRESS_FILE)
-                    .map_err(errno),
-            };
+                    .map_err(errno)
+            });
             match r {
                 Ok(()) => reply.ioctl(0, &[]),
                 Err(e) => reply.error(e),

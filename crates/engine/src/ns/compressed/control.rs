@@ -60,32 +60,17 @@ impl Fs {
                 "the file's compressed blocks are not released",
             ));
         }
-        // Counted first, so that the change asks for the room before it changes anything.
+        // Counted first, so that the change asks for the room before it changes anything:
+        // each compressed cluster takes back its COMPRESS_ADDR and the slots after its
+        // compressed blocks.
         let cb = c.cluster_blocks();
         let mut need = 0u64;
-        let mut cluster: Option<(u64, u64)> = None; // (cluster, valid blocks) of a compressed one
-        let mut count = |cl: Option<(u64, u64)>| {
-            if let Some((_, n)) = cl {
-                need += cb - n;
+        for k in 0..i.size.div_ceil(cb * BS) {
+            let slots = self.vol().cluster_slots_of(&i, &c, k)?;
+            if let Some((&COMPRESS_ADDR, rest)) = slots.split_first() {
+                need += cb - compressed_block_count(ino, k, rest, names_block)? as u64;
             }
-        };
-        self.data_slots(ino, &mut |fblk, addr| {
-            let k = fblk / cb;
-            if cluster.is_some_and(|(ck, _)| ck != k) {
-                count(cluster.take());
-            }
-            if addr == COMPRESS_ADDR && fblk % cb == 0 {
-                cluster = Some((k, 0));
-            } else if names_block(addr) {
-                if let Some((ck, n)) = cluster.as_mut() {
-                    if *ck == k {
-                        *n += 1;
-                    }
-                }
-            }
-            Ok(())
-        })?;
-        count(cluster.take());
+        }
         self.changing(need + 8, |ws| {
             self.live(ino)?;
             let mut e = self.edit(ino)?;

@@ -115,6 +115,25 @@ impl Vol {
         Ok(())
     }
 
+    /// The address slots of cluster `k` of compressed file `inode`, as stored.
+    pub(crate) fn cluster_slots_of(
+        &self,
+        inode: &Inode,
+        c: &Compression,
+        k: u64,
+    ) -> Result<Vec<u32>> {
+        let cb = c.cluster_blocks();
+        let first = k * cb;
+        let mut slots = vec![NULL_ADDR; cb as usize];
+        self.for_each_slot(inode, first, first + cb, &mut |fblk, addr| {
+            if let Some(s) = slots.get_mut((fblk - first) as usize) {
+                *s = addr;
+            }
+            Ok(())
+        })?;
+        Ok(slots)
+    }
+
     /// Reads, and so checks, the cluster of compressed file `inode` that holds byte `pos`,
     /// if the file reaches it. A change that merges with a cluster calls this first: damage
     /// found inside a change stops the whole volume (its state may be half-changed), found

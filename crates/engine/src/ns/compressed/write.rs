@@ -44,6 +44,7 @@ impl Fs {
         let end = offset + data.len() as u64;
         let old_size = e.size();
         let new_size = old_size.max(end);
+        let compress = !self.vol().options.compress.user_mode;
         let mut buf = Vec::new();
         for k in offset / cbytes..=(end - 1) / cbytes {
             let cstart = k * cbytes;
@@ -67,16 +68,15 @@ impl Fs {
                 dst.copy_from_slice(src);
             }
             let touched = (lo - cstart) / BS..(hi - cstart).div_ceil(BS);
-            let compress = !self.vol().options.compress.user_mode;
             self.store_cluster(ws, e, c, k, &slots, &buf, new_size, touched, compress)?;
         }
         Ok(())
     }
 
     /// Cuts compressed file `e` to `size` bytes, inside a change (the caller sets the size):
-    /// clusters past it are freed; a compressed cluster it cuts is decoded and stored again
-    /// plain, its tail zeroed (a cluster the file no longer covers whole is never compressed).
-    /// A plain cluster it cuts is left to the caller's block-wise truncation.
+    /// clusters past it are freed; a compressed cluster it cuts is decoded, its tail zeroed,
+    /// and stored again by the usual rule (compressed only if the file still reaches into its
+    /// last block). A plain cluster it cuts is left to the caller's block-wise truncation.
     pub(crate) fn truncate_compressed(
         &self,
         ws: &mut WriteState,
@@ -109,27 +109,18 @@ impl Fs {
     pub(super) fn cluster_slots(&self, e: &Editing, c: &Compression, k: u64) -> Result<Vec<u32>> {
         let cb = c.cluster_blocks();
         let first = k * cb;
-        let mut slots = vec![NULL_ADDR; cb as usize];
         if first < e.inode.addrs_in_inode() as u64 {
-            for (i, s) in slots.iter_mut().enumerate() {
-                *s = crate::ns::edit::get32(&e.block, e.addr_slot(first as usize + i));
-            }
-            return Ok(slots);
+            return Ok((first..first + cb)
+                .map(|f| crate::ns::edit::get32(&e.block, e.addr_slot(f as usize)))
+                .collect());
         }
-        self.vol()
-            .for_each_slot(&e.inode, first, first + cb, &mut |fblk, addr| {
-                if let Some(s) = slots.get_mut((fblk - first) as usize) {
-                    *s = addr;
-                }
-                Ok(())
-            })?;
-        Ok(slots)
+        self.vol().cluster_slots_of(&e.inode, c, k)
     }
 
     /// Stores cluster `k` (whose slots were `old`) as `bytes`, the file being `size` bytes
-    /// long (`compress`: whether it may be compressed at all): compressed when the file reaches into its last block and it shrinks by a block,
-    /// else plain
-    /// (only the blocks in `touched` written when it was plain already).
+    /// long: compressed when `compress` allows it, the file reaches into the cluster's last
+    /// block and it shrinks by a block; else plain (only the blocks in `touched` written when
+    /// it was plain already).
     #[allow(clippy::too_many_arguments)]
     pub(super) fn store_cluster(
         &self,
