@@ -460,11 +460,14 @@ impl Fs {
         if size >= cur.size {
             return self.extend(ino, size);
         }
+        // A compressed cluster the new size cuts is checked before the change, and stored
+        // again whole within it.
+        let mut need = 4;
         if let Some(c) = cur.compression {
-            // The cluster the new size cuts is merged with: checked before the change.
             self.vol().precheck_cluster(&cur, &c, size)?;
+            need += 2 * c.cluster_blocks();
         }
-        self.changing(4, |ws| {
+        self.changing(need, |ws| {
             self.live(ino)?;
             let mut e = self.edit(ino)?;
             if e.inode.has_inline_data() {

@@ -1074,77 +1074,79 @@ impl Fs {
         stamp: bool,
     ) -> Result<usize> {
         let in_place = self.in_place_rule(synced, (data.len() as u64).div_ceil(BLOCK_SIZE as u64));
-        // A compressed file's edge clusters are merged with: checked before the change. (An
-        // inode that does not read here is left to the change, whose `live` check answers
-        // for a freed one.)
+        // Blocks the change may need: the data and as many again for nodes.
+        let mut need = (data.len() as u64).div_ceil(BLOCK_SIZE as u64) * 2 + 8;
+        // A compressed file's edge clusters are merged with: checked before the change; and
+        // every cluster the write touches is stored again whole. (An inode that does not
+        // read here is left to the change, whose `live` check answers for a freed one.)
         if let Ok(i) = self.inode(ino) {
             if let (Some(c), false) = (i.compression, data.is_empty()) {
                 let end = offset.saturating_add(data.len() as u64 - 1);
                 self.vol().precheck_cluster(&i, &c, offset)?;
                 self.vol().precheck_cluster(&i, &c, end)?;
+                let cbytes = c.cluster_bytes() as u64;
+                let clusters = end / cbytes - offset / cbytes + 1;
+                need = need.max(clusters * c.cluster_blocks() * 2 + 8);
             }
         }
-        self.changing(
-            (data.len() as u64).div_ceil(BLOCK_SIZE as u64) * 2 + 8,
-            |ws| {
-                self.live(ino)?;
-                let mut e = self.edit(ino)?;
-                match e.inode.file_type {
-                    FileType::Regular | FileType::Symlink => {}
-                    FileType::Directory => return Err(Error::IsADirectory),
-                    _ => return Err(Error::InvalidArgument("not a regular file")),
-                }
-                self.vol().check_data_writable(&e.inode)?;
-                let in_place = in_place && ws.sync.pointers_durable(ino);
-                let end = offset
-                    .checked_add(data.len() as u64)
-                    .ok_or(Error::FileTooBig)?;
-                let max = e.inode.max_blocks() * BLOCK_SIZE as u64;
-                if end > max {
-                    return Err(Error::FileTooBig);
-                }
-                if data.is_empty() {
-                    return Ok(0);
-                }
-                if let Some(c) = e.inode.compression {
-                    self.write_compressed(ws, &mut e, &c, offset, data)?;
-                } else if e.inode.has_inline_data() {
-                    let r = e.inline_range();
-                    if end <= r.len() as u64 {
-                        put(&mut e.block, r.start + offset as usize, data);
-                        e.set_inline(e.inline() | inline_flags::DATA_EXIST);
-                        if e.size() < end {
-                            e.set_size(end);
-                        }
-                        if stamp {
-                            e.touch(true);
-                        }
-                        self.commit(e)?;
-                        return Ok(data.len());
+        self.changing(need, |ws| {
+            self.live(ino)?;
+            let mut e = self.edit(ino)?;
+            match e.inode.file_type {
+                FileType::Regular | FileType::Symlink => {}
+                FileType::Directory => return Err(Error::IsADirectory),
+                _ => return Err(Error::InvalidArgument("not a regular file")),
+            }
+            self.vol().check_data_writable(&e.inode)?;
+            let in_place = in_place && ws.sync.pointers_durable(ino);
+            let end = offset
+                .checked_add(data.len() as u64)
+                .ok_or(Error::FileTooBig)?;
+            let max = e.inode.max_blocks() * BLOCK_SIZE as u64;
+            if end > max {
+                return Err(Error::FileTooBig);
+            }
+            if data.is_empty() {
+                return Ok(0);
+            }
+            if let Some(c) = e.inode.compression {
+                self.write_compressed(ws, &mut e, &c, offset, data)?;
+            } else if e.inode.has_inline_data() {
+                let r = e.inline_range();
+                if end <= r.len() as u64 {
+                    put(&mut e.block, r.start + offset as usize, data);
+                    e.set_inline(e.inline() | inline_flags::DATA_EXIST);
+                    if e.size() < end {
+                        e.set_size(end);
                     }
-                    // Move the inline bytes out: they become block 0.
-                    let old_size = e.size() as usize;
-                    let old: Vec<u8> = e
-                        .block
-                        .get(r.start..r.start + old_size.min(r.len()))
-                        .map(<[u8]>::to_vec)
-                        .unwrap_or_default();
-                    self.inline_to_blocks(ws, &mut e, &old)?;
-                    self.write_plain_blocks(ws, &mut e, offset, data, in_place)?;
-                } else {
-                    self.write_plain_blocks(ws, &mut e, offset, data, in_place)?;
+                    if stamp {
+                        e.touch(true);
+                    }
+                    self.commit(e)?;
+                    return Ok(data.len());
                 }
-                if e.size() < end {
-                    e.set_size(end);
-                }
-                if stamp {
-                    e.touch(true);
-                }
-                self.commit(e)?;
-                self.maybe_checkpoint(ws)?;
-                Ok(data.len())
-            },
-        )
+                // Move the inline bytes out: they become block 0.
+                let old_size = e.size() as usize;
+                let old: Vec<u8> = e
+                    .block
+                    .get(r.start..r.start + old_size.min(r.len()))
+                    .map(<[u8]>::to_vec)
+                    .unwrap_or_default();
+                self.inline_to_blocks(ws, &mut e, &old)?;
+                self.write_plain_blocks(ws, &mut e, offset, data, in_place)?;
+            } else {
+                self.write_plain_blocks(ws, &mut e, offset, data, in_place)?;
+            }
+            if e.size() < end {
+                e.set_size(end);
+            }
+            if stamp {
+                e.touch(true);
+            }
+            self.commit(e)?;
+            self.maybe_checkpoint(ws)?;
+            Ok(data.len())
+        })
     }
 }
 
