@@ -250,6 +250,23 @@ fn every_feature_mkfs_f2fs_takes_and_uf2fs_makes() {
     );
 }
 
+/// The read-only layout (`-O ro`, Android's read-only partitions): segment 0 right after
+/// the superblocks, no SSA, no reserve, hot node at main segment 0 and hot data at 1.
+#[test]
+fn read_only_layout() {
+    compare(64, 1, "ro");
+    compare(1000, 1, "ro,lost_found");
+    compare(300, 2, &format!("ro,{EXTRA}"));
+    compare(256, 4, "ro,extra_attr,compression");
+    compare_with(
+        256,
+        1,
+        "ro,extra_attr,quota,project_quota,casefold",
+        false,
+        &["-C", "utf8"],
+    );
+}
+
 #[test]
 fn refuses_to_overwrite_data_and_unknown_features() {
     let dir = scratch("mkfs-refuse");
@@ -274,10 +291,6 @@ fn refuses_to_overwrite_data_and_unknown_features() {
         (
             vec!["--size", "64M", "-O", "project_quota"],
             "project_quota need extra_attr",
-        ),
-        (
-            vec!["--size", "64M", "-O", "ro"],
-            "feature ro: ro is mkfs.f2fs's read-only layout",
         ),
         (
             vec!["--size", "64M", "-O", "blkzoned"],

@@ -45,15 +45,8 @@ pub const MKFS_FEATURES: u32 = feature::EXTRA_ATTR
     | feature::COMPRESSION
     | feature::CASEFOLD
     | feature::QUOTA_INO
-    | feature::PRJQUOTA;
-
-/// Why a name mkfs.f2fs 1.15 accepts is refused (those it does not accept are unknown).
-fn not_made(name: &str) -> Option<&'static str> {
-    Some(match name {
-        "ro" => "ro is mkfs.f2fs's read-only layout (no overprovision, one log per type), which uf2fs mkfs does not write yet",
-        _ => return None,
-    })
-}
+    | feature::PRJQUOTA
+    | feature::RO;
 
 /// Features that live in the extra inode area.
 const NEED_EXTRA_ATTR: u32 = feature::INODE_CHKSUM
@@ -116,12 +109,11 @@ pub fn parse_features(list: &str) -> Result<u32> {
             .map(|(b, _)| *b);
         match bit {
             Some(b) if b & MKFS_FEATURES != 0 => bits |= b,
+            // blkzoned, atomic_write: bits mkfs.f2fs sets itself or never.
             Some(_) => {
-                return Err(Error::Unsupported(match not_made(name) {
-                    Some(why) => format!("feature {name}: {why}"),
-                    // blkzoned, atomic_write: bits mkfs.f2fs sets itself or never.
-                    None => format!("feature {name}: mkfs.f2fs 1.15 does not take it with -O"),
-                }));
+                return Err(Error::Unsupported(format!(
+                    "feature {name}: mkfs.f2fs 1.15 does not take it with -O"
+                )));
             }
             None => return Err(Error::Unsupported(format!("unknown feature {name:?}"))),
         }
@@ -411,6 +403,11 @@ pub fn mkfs_devices(devices: Vec<MkfsDevice>, o: &MkfsOptions) -> Result<Geometr
             "a size cannot be given for a multi-device volume: each device is used whole".into(),
         );
     }
+    if o.features & feature::RO != 0 {
+        return unsupported(
+            "the read-only layout (-O ro) on more than one device is not supported".into(),
+        );
+    }
     let seg_bytes = BLOCK_SIZE as u64 * u64::from(BLOCKS_PER_SEG);
     let mut table: Vec<DevEntry> = Vec::with_capacity(devices.len());
     let mut plan_bytes = 0u64;
@@ -483,6 +480,7 @@ fn geometry_options(o: &MkfsOptions, bytes: u64) -> GeometryOptions {
         secs_per_zone: 1,
         overprovision: o.overprovision,
         large_nat_bitmap: o.large_nat_bitmap,
+        read_only: o.features & feature::RO != 0,
     }
 }
 
@@ -518,9 +516,11 @@ fn make_planned(
     // mkfs.f2fs 1.15 counts free segments (and user blocks) over every whole segment of the
     // device, including those past the last whole section that the main area does not have;
     // fsck.f2fs then rejects its image. We count the main area's segments only.
+    let read_only = features & feature::RO != 0;
+    let logs = if read_only { 2 } else { 6 };
     let free_segments = g
         .segment_count_main
-        .checked_sub(6)
+        .checked_sub(logs)
         .ok_or_else(|| Error::Unsupported("the device is too small".into()))?;
     let user_segments = g
         .segment_count_main
@@ -627,7 +627,10 @@ fn make_planned(
             IoCause::UserData,
         )?;
     }
-    w.zero(seg_addr(warm_node), 1)?;
+    if !read_only {
+        // (In the read-only layout the warm node log names segment 0, the root's.)
+        w.zero(seg_addr(warm_node), 1)?;
+    }
     // 4. NAT block 0: the node and meta inodes (address 1: "in use"), the root and the quota
     // files (mkfs.f2fs 1.15 puts lost+found in the NAT journal only).
     let mut nat = [0u8; BLOCK_SIZE];
@@ -727,15 +730,19 @@ fn make_planned(
         put(&mut sum, at + 9, &addr.to_le_bytes());
     }
     let sj = JOURNAL_SIZE;
-    put(&mut sum, sj, &6u16.to_le_bytes());
-    let sit = [
-        (hot_node, 3u16, hot_nodes),
-        (warm_node, 4, 0),
-        (g.cursegs[5], 5, 0),
-        (hot_data, 0, hot_data_blocks),
-        (g.cursegs[1], 1, 0),
-        (g.cursegs[2], 2, 0),
-    ];
+    let mut sit = vec![(hot_node, 3u16, hot_nodes)];
+    if read_only {
+        sit.push((hot_data, 0, hot_data_blocks));
+    } else {
+        sit.extend([
+            (warm_node, 4, 0),
+            (g.cursegs[5], 5, 0),
+            (hot_data, 0, hot_data_blocks),
+            (g.cursegs[1], 1, 0),
+            (g.cursegs[2], 2, 0),
+        ]);
+    }
+    put(&mut sum, sj, &(sit.len() as u16).to_le_bytes());
     for (i, (segno, t, valid)) in sit.iter().enumerate() {
         sit_journal_entry(&mut sum, sj + 2 + i * 78, *segno, *t, *valid);
     }

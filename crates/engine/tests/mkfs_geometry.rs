@@ -36,6 +36,7 @@ fn check(dir: &std::path::Path, mib: u64, segs_per_sec: u32, ovp: Option<f64>) -
         secs_per_zone: 1,
         overprovision: ovp,
         large_nat_bitmap: false,
+        read_only: false,
     };
     let ours = plan(&opts);
     if !ok {

@@ -49,6 +49,10 @@ pub struct GeometryOptions {
     pub overprovision: Option<f64>,
     /// The large NAT bitmap layout (mkfs.f2fs `-i`).
     pub large_nat_bitmap: bool,
+    /// The read-only layout (`-O ro`): segment 0 right after the superblocks, no SSA, no
+    /// reserved or overprovision segments, two logs (hot node at main segment 0, hot data
+    /// at 1; the four others name segment 0 and are never used).
+    pub read_only: bool,
 }
 
 /// The computed layout: every superblock geometry field and the CP's segment counts.
@@ -135,7 +139,11 @@ pub fn plan(o: &GeometryOptions) -> Result<Geometry, GeometryError> {
     let log_sectorsize = o.sector_size.trailing_zeros();
     let spz = u64::from(o.segs_per_sec) * u64::from(o.secs_per_zone);
     let zone_bytes = 4096 * SEG * spz;
-    let segment0_bytes = (2 * 4096u64).div_ceil(zone_bytes) * zone_bytes;
+    let segment0_bytes = if o.read_only {
+        2 * 4096
+    } else {
+        (2 * 4096u64).div_ceil(zone_bytes) * zone_bytes
+    };
     if o.device_bytes < segment0_bytes {
         return Err(too_small);
     }
@@ -175,7 +183,11 @@ pub fn plan(o: &GeometryOptions) -> Result<Geometry, GeometryError> {
         .checked_sub(ckpt + seg_sit + seg_nat)
         .ok_or(too_small.clone())?
         * SEG;
-    let mut seg_ssa = (avail / SEG + 1).div_ceil(SEG);
+    let mut seg_ssa = if o.read_only {
+        0
+    } else {
+        (avail / SEG + 1).div_ceil(SEG)
+    };
     let meta = ckpt + seg_sit + seg_nat + seg_ssa;
     if !meta.is_multiple_of(spz) {
         seg_ssa += spz - meta % spz;
@@ -197,23 +209,28 @@ pub fn plan(o: &GeometryOptions) -> Result<Geometry, GeometryError> {
         .ok_or(too_small.clone())?;
     // The reserve is counted in whole sections: ceil(usable / sections) segments each.
     let per_section = usable.div_ceil(section_count.max(1));
+    // The read-only layout keeps no space for cleaning and uses two logs.
+    let logs = if o.read_only { 2 } else { 6 };
     let ovp = match o.overprovision {
+        _ if o.read_only => 0.0,
         Some(r) => r,
         None => best_overprovision(main_segs, usable, per_section),
     };
-    if ovp == 0.0 || total_segments < MIN_SEGMENTS || total_zones <= 6 {
+    if (ovp == 0.0 && !o.read_only) || total_segments < MIN_SEGMENTS || total_zones <= logs {
         return Err(too_small);
     }
-    let reserved = ((2.0 * (100.0 / ovp + 1.0) + 6.0) * per_section as f64) as u64;
-    if main_segs.saturating_sub(6) < reserved {
+    let (reserved, overprov) = if o.read_only {
+        (0, 0)
+    } else {
+        let reserved = ((2.0 * (100.0 / ovp + 1.0) + 6.0) * per_section as f64) as u64;
+        let overprov = ((usable.saturating_sub(reserved)) as f64 * ovp / 100.0) as u64 + reserved;
+        (reserved, overprov)
+    };
+    if main_segs.saturating_sub(logs) < reserved || usable <= overprov {
         return Err(too_small);
     }
-    let overprov = ((usable.saturating_sub(reserved)) as f64 * ovp / 100.0) as u64 + reserved;
-    if usable <= overprov {
-        return Err(too_small);
-    }
-    let free = usable - 6;
-    let user_block_count = (free + 6 - overprov) * SEG;
+    let free = usable - logs;
+    let user_block_count = (free + logs - overprov) * SEG;
     // Logs, in mkfs's order: node hot/warm/cold, then data hot/cold/warm.
     let last_zone = |zones: u64| zones.saturating_sub(1) * spz;
     let (hot_node, warm_node, cold_node, hot_data) = (0, spz, 2 * spz, 3 * spz);
@@ -229,7 +246,9 @@ pub fn plan(o: &GeometryOptions) -> Result<Geometry, GeometryError> {
         .iter()
         .enumerate()
         .any(|(i, a)| order.iter().skip(i + 1).any(|b| a == b));
-    if collide {
+    if o.read_only {
+        segs = [1, 0, 0, 0, 0, 0];
+    } else if collide {
         // Reassigned in curseg type order (hot data first), one zone apart.
         for (i, s) in segs.iter_mut().enumerate() {
             *s = i as u64 * spz;
@@ -280,6 +299,7 @@ mod tests {
             secs_per_zone: 1,
             overprovision: None,
             large_nat_bitmap: false,
+            read_only: false,
         }
     }
 
@@ -310,6 +330,31 @@ mod tests {
             (52, 94, 469504)
         );
         assert_eq!(g.cursegs, [3, 504, 251, 0, 1, 2]);
+    }
+
+    /// mkfs.f2fs 1.15 `-O ro` on 64 MiB (read from its image): segment 0 at block 2, no SSA,
+    /// no reserve, every main segment the user's.
+    #[test]
+    fn read_only_layout_matches_mkfs_f2fs() {
+        let g = plan(&GeometryOptions {
+            read_only: true,
+            ..opts(64)
+        })
+        .unwrap();
+        assert_eq!(
+            (g.segment0_blkaddr, g.segment_count, g.segment_count_ssa),
+            (2, 31, 0)
+        );
+        assert_eq!(
+            (g.main_blkaddr, g.ssa_blkaddr, g.segment_count_main),
+            (3074, 3074, 25)
+        );
+        assert_eq!(
+            (g.reserved_segments, g.overprov_segments, g.free_segments),
+            (0, 0, 23)
+        );
+        assert_eq!(g.user_block_count, 12800);
+        assert_eq!(g.cursegs, [1, 0, 0, 0, 0, 0]);
     }
 
     /// mkfs.f2fs 1.15 `-i` on 64 MiB, 8 GiB, 200 GiB and 300 GiB (read from its images).
