@@ -11,8 +11,10 @@ use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::Path;
 use uf2fs_engine::{Error, Fs, NewInode};
 
+/// Opens the image for changing, images in the read-only layout (`ro`) included, as
+/// sload.f2fs changes them: the command-line tools build images.
 pub(crate) fn open_rw(image: &Path) -> Result<Fs, Failure> {
-    Fs::open_rw_with(image, crate::devices())
+    Fs::open_build_with(image, crate::devices())
         .map_err(|e| Failure::Msg(format!("image {}: {e}", image.display())))
 }
 

@@ -181,6 +181,20 @@ impl Fs {
         Fs::mount_on(crate::devices::open_volume(path, devices, true)?, true)
     }
 
+    /// Opens an image for building, as sload.f2fs does: like [`Fs::open_rw_with`], and an
+    /// image with the `ro` feature is taken too, written in its own layout (the hot data
+    /// and hot node logs only, no SSA) and never cleaned, since the layout keeps nothing to
+    /// clean with. For the command-line tools; a mount of such an image stays read-only, as
+    /// Linux's does.
+    pub fn open_build_with(path: &Path, devices: &[PathBuf]) -> Result<Fs> {
+        Fs::mount_full(
+            crate::devices::open_volume(path, devices, true)?,
+            true,
+            true,
+            true,
+        )
+    }
+
     /// Mounts the volume on `dev` for reading and writing.
     pub fn with_device_rw(dev: Box<dyn BlockDevice>) -> Result<Fs> {
         Fs::mount_on(dev, true)
@@ -193,13 +207,27 @@ impl Fs {
     /// Mounts; `recover` replays the roll-forward chain (a writable mount always does; a
     /// read-only one does it in memory, or, when that fails, shows the last checkpoint).
     fn mount_with(dev: Box<dyn BlockDevice>, writable: bool, recover: bool) -> Result<Fs> {
+        Fs::mount_full(dev, writable, recover, false)
+    }
+
+    /// [`Fs::mount_with`]; `build` takes images in the read-only layout for writing.
+    fn mount_full(
+        dev: Box<dyn BlockDevice>,
+        writable: bool,
+        recover: bool,
+        build: bool,
+    ) -> Result<Fs> {
         if writable && dev.is_read_only() {
             return Err(Error::ReadOnly("the device is opened read-only".into()));
         }
         let m = mount(&*dev)?;
         let layout = m.sb.layout();
         let mut notes = Vec::new();
+        // The read-only layout has no roll-forward chain: nothing fsyncs there, and its warm
+        // node log is a name for segment 0.
+        let read_only_layout = m.sb.has(uf2fs_format::superblock::feature::RO);
         let chain = match crate::durability::recovery::read_chain(&*dev, &layout, &m.cp) {
+            _ if read_only_layout => Vec::new(),
             Ok(c) if recover => c,
             Ok(_) => Vec::new(),
             Err(e) if writable => return Err(e),
@@ -210,9 +238,9 @@ impl Fs {
         };
         let mut dev = dev;
         let write = if writable {
-            Some(Mutex::new(Fs::write_state(&*dev, &m)?))
+            Some(Mutex::new(Fs::write_state(&*dev, &m, build)?))
         } else if !chain.is_empty() {
-            match Fs::write_state(&*dev, &m) {
+            match Fs::write_state(&*dev, &m, false) {
                 Ok(ws) => {
                     // Replayed in memory: the few blocks recovery writes stay in an overlay.
                     dev = Box::new(uf2fs_device::OverlayDevice::new(dev));
@@ -319,13 +347,21 @@ impl Fs {
     }
 
     /// What writing needs beyond reading: the whole SIT, the logs and their summaries.
-    fn write_state(dev: &dyn BlockDevice, m: &crate::mount::Mounted) -> Result<WriteState> {
+    /// `build`: an image in the read-only layout is taken (see [`Fs::open_build_with`]).
+    fn write_state(
+        dev: &dyn BlockDevice,
+        m: &crate::mount::Mounted,
+        build: bool,
+    ) -> Result<WriteState> {
+        use uf2fs_format::superblock::feature;
         let layout = m.sb.layout();
-        let features = m.sb.features() & !uf2fs_format::superblock::feature::KNOWN_WRITABLE;
-        if m.sb.has(uf2fs_format::superblock::feature::RO) {
+        let read_only_layout = m.sb.has(feature::RO);
+        let features = m.sb.features() & !feature::KNOWN_WRITABLE & !feature::RO;
+        if read_only_layout && !build {
             return Err(Error::ReadOnly(
                 "the image has the ro feature (made for reading only: no SSA, no spare \
-                 segments; Linux mounts it read-only too)"
+                 segments; Linux mounts it read-only too; uf2fs put, import and the other \
+                 image tools can still change it)"
                     .into(),
             ));
         }
@@ -372,8 +408,12 @@ impl Fs {
             }
         }
         let h = &m.cp.head;
+        let mut segs = Space::new(layout, sit, &journal, &m.cp, sums)?;
+        if read_only_layout {
+            segs.use_read_only_layout();
+        }
         Ok(WriteState {
-            segs: Space::new(layout, sit, &journal, &m.cp, sums)?,
+            segs,
             cp: CheckpointState {
                 version: m.cp.version(),
                 pack: m.cp.pack,

@@ -95,7 +95,22 @@ impl Fs {
     pub(crate) fn make_room(&self, ws: &mut WriteState, blocks: u64) -> Result<()> {
         let v = self.vol();
         let bps = u64::from(ws.segs.blocks_per_section());
+        // The read-only layout is never cleaned and writes two logs: what a change needs is
+        // counted in whole sections per log, after what each log's segment has left.
+        let read_only_layout = ws.segs.is_read_only_layout();
+        if read_only_layout {
+            let dirty = || v.nodes.dirty_count() as u64;
+            if read_only_room(ws, blocks, dirty()).is_err()
+                && ws.segs.prefree_segments() > 0
+                && read_only_room(ws, 0, dirty()).is_ok()
+            {
+                // Segments emptied by removals are free once a checkpoint lands.
+                self.checkpoint_for_space(ws)?;
+            }
+            return read_only_room(ws, blocks, dirty());
+        }
         let reserve = change_reserve(bps, ws.segs.section_count());
+        let cp_need = cp_room(bps);
         let started = std::time::Instant::now();
         let mut waited = false;
         // Each round cleans a section or writes a checkpoint; a checkpoint that frees nothing
@@ -134,12 +149,12 @@ impl Fs {
             let releases_holes = held > 0 && from_free(usable) > 0;
             let can_checkpoint =
                 (prefree > 0 || ws.cp.pending.is_some() || ws.gc.nodes_moving || releases_holes)
-                    && dirty + cp_room(bps) <= writable;
+                    && dirty + cp_need <= writable;
             let after_checkpoint = (writable + prefree).saturating_sub(dirty);
             // Cleaning a section writes its valid blocks and dirties nodes, which the
             // checkpoint after it writes (`clean_one` counts both for the victim it picks).
             let budget = clean_budget(writable, dirty, bps);
-            let room_to_clean = budget > 0;
+            let room_to_clean = budget > 0 && !read_only_layout;
             // Where holes take the rewrites (adaptive mode, free sections short), cleaning
             // ahead would move what the holes make unnecessary: the small batch.
             let batch_sections = if slack.is_some() {
@@ -204,6 +219,10 @@ impl Fs {
         budget: u64,
     ) -> Result<Option<Cleaned>> {
         let v = self.vol();
+        if ws.segs.is_read_only_layout() {
+            // No SSA to find the owners by: nothing is cleaned.
+            return Ok(None);
+        }
         // A checkpoint being written still owns its nodes' new addresses: let it land first.
         crate::durability::checkpoint::settle(v, ws)?;
         let opts = v.options;
@@ -579,6 +598,13 @@ impl Fs {
     pub fn gc(&self, sections: u32) -> Result<u32> {
         let v = self.vol();
         let mut done = 0;
+        if self.ws()?.segs.is_read_only_layout() {
+            return Err(Error::Unsupported(
+                "the image has the read-only layout (ro feature): it has no SSA and is never \
+                 cleaned"
+                    .into(),
+            ));
+        }
         while done < sections {
             let mut ws = self.ws_settled()?;
             let budget = clean_budget(
@@ -600,6 +626,22 @@ impl Fs {
         }
         self.sync()?;
         Ok(done)
+    }
+}
+
+/// Room for a change of `blocks` blocks in the read-only layout, which nothing cleans: the
+/// hot data log takes them (nodes the change dirties are counted there too, to be safe), the
+/// hot node log takes the `dirty` nodes the next checkpoint writes and a few of the change's
+/// own; each log needs whole sections for what its segment cannot hold.
+fn read_only_room(ws: &WriteState, blocks: u64, dirty: u64) -> Result<()> {
+    let bps = u64::from(ws.segs.blocks_per_section()).max(1);
+    let data = blocks.saturating_sub(ws.segs.log_room(Log::HotData));
+    let nodes = (dirty + 8).saturating_sub(ws.segs.log_room(Log::HotNode));
+    let sections = data.div_ceil(bps) + nodes.div_ceil(bps);
+    if sections * bps <= ws.segs.writable_blocks() {
+        Ok(())
+    } else {
+        Err(Error::NoSpace)
     }
 }
 

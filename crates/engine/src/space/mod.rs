@@ -114,6 +114,10 @@ pub(crate) struct Space {
     slack: Slack,
     /// Where a windowed victim search (`gc_window`) starts next.
     window_cursor: u32,
+    /// The read-only layout (`ro` feature, an image being built): data goes to the hot data
+    /// log and nodes to the hot node log, the other four logs stay where they are, and no
+    /// summary is kept for an SSA, since the layout has none.
+    read_only: bool,
 }
 
 fn bit(map: &[u8; 64], off: usize) -> bool {
@@ -163,6 +167,7 @@ impl Space {
             unmovable: BTreeSet::new(),
             slack: Slack::new(layout.main_segments)?,
             window_cursor: 0,
+            read_only: false,
         };
         space.rebuild_sections();
         Ok(space)
@@ -228,6 +233,37 @@ impl Space {
         Ok(())
     }
 
+    /// Writes in the read-only layout from now on (see `read_only`).
+    pub fn use_read_only_layout(&mut self) {
+        self.read_only = true;
+        self.slack.set(false, 0);
+    }
+
+    /// Whether this is the read-only layout: two logs, no SSA, nothing to clean with.
+    pub fn is_read_only_layout(&self) -> bool {
+        self.read_only
+    }
+
+    /// Blocks left in the current segment of the log that writes for `log`.
+    pub fn log_room(&self, log: Log) -> u64 {
+        self.cursegs
+            .get(self.route(log) as usize)
+            .filter(|c| c.alloc_type == 0)
+            .map_or(0, |c| {
+                ENTRIES_IN_SUM.saturating_sub(usize::from(c.next)) as u64
+            })
+    }
+
+    /// The log that writes for `log`: itself, or in the read-only layout the hot log of its
+    /// kind.
+    fn route(&self, log: Log) -> Log {
+        match (self.read_only, log.is_node()) {
+            (false, _) => log,
+            (true, true) => Log::HotNode,
+            (true, false) => Log::HotData,
+        }
+    }
+
     /// The first block of main segment `segno`.
     pub fn seg_start(&self, segno: u32) -> u32 {
         self.layout.main + segno * BLOCKS_PER_SEG
@@ -237,6 +273,7 @@ impl Space {
     /// segment is full, so that a node can name its successor (`next_blkaddr`, the chain
     /// roll-forward recovery follows).
     pub fn next_addr(&mut self, log: Log) -> Result<u32> {
+        let log = self.route(log);
         let i = log as usize;
         if self.cursegs.get(i).is_none_or(Curseg::needs_segment) {
             self.new_segment(log, None)?;
@@ -294,17 +331,20 @@ impl Space {
     /// big write) needs a free segment however much room the five others have left.
     pub fn writable_blocks(&self) -> u64 {
         // Empty segments that are not free: prefree ones, and logs with nothing valid yet.
+        // (Once per segment: in the read-only layout four logs name the same one.)
         let empty_logs = self
             .cursegs
             .iter()
-            .filter(|c| {
-                !self.prefree.contains(&c.segno)
+            .map(|c| c.segno)
+            .filter(|&segno| {
+                !self.prefree.contains(&segno)
                     && self
                         .entries
-                        .get(c.segno as usize)
+                        .get(segno as usize)
                         .is_some_and(|e| e.valid_blocks == 0)
             })
-            .count();
+            .collect::<BTreeSet<u32>>()
+            .len();
         let reserved = self
             .reserved
             .iter()
@@ -413,6 +453,7 @@ impl Space {
     }
 
     fn alloc_in(&mut self, log: Log, sum: RawSummary, read_ssa: Option<ReadSsa>) -> Result<u32> {
+        let log = self.route(log);
         let i = log as usize;
         if self.cursegs.get(i).is_none_or(Curseg::needs_segment) {
             self.new_segment(log, read_ssa)?;
@@ -472,6 +513,7 @@ impl Space {
     /// not (`mode=lfs`). A log the image left in SSR mode is taken over (adaptive) or closed
     /// at its first allocation (lfs).
     pub fn set_slack(&mut self, on: bool, below: u64) {
+        let on = on && !self.read_only;
         self.slack.set(on, below);
         for i in 0..self.cursegs.len() {
             let Some(c) = self.cursegs.get(i) else {
@@ -525,6 +567,9 @@ impl Space {
             Log::WarmNode,
             Log::ColdNode,
         ] {
+            if self.route(log) != log {
+                continue;
+            }
             if self.cursegs.get(log as usize).is_some_and(|c| {
                 (c.alloc_type == 0 || c.holes) && usize::from(c.next) >= ENTRIES_IN_SUM
             }) {
@@ -553,7 +598,9 @@ impl Space {
                 SUM_TYPE_DATA
             };
         }
-        self.closed.push((old.segno, blk));
+        if !self.read_only {
+            self.closed.push((old.segno, blk));
+        }
         let sps = self.layout.segs_per_sec.max(1);
         if let Some(read_ssa) = read_ssa.filter(|_| !log.is_node()) {
             if self.slack.is_on() && self.slack.wanted(self.writable_blocks()) {
