@@ -527,6 +527,10 @@ impl Filesystem for Volume {
         // Both are upper bounds the kernel may lower; what it grants is what it uses.
         let _ = config.set_max_write(MAX_IO);
         let _ = config.set_max_readahead(MAX_IO);
+        // The kernel starts throttling writers at three quarters of the asynchronous requests.
+        let bg = self.opts.max_background;
+        let _ = config.set_max_background(bg);
+        let _ = config.set_congestion_threshold((bg / 4 * 3).max(1));
         // POSIX_ACL: the kernel enforces ACLs and caches them, and leaves to us what the
         // acl module does; DONT_MASK: the umask comes to us unapplied, since a default ACL
         // replaces it; EXPORT_SUPPORT: file handles (NFS export, open_by_handle_at) outlive

@@ -78,6 +78,9 @@ pub struct MountOptions {
     /// Request-handling threads (`threads=N`, 1 to 64). Reads run in parallel; changes take
     /// the engine's write lock.
     pub threads: usize,
+    /// Asynchronous requests (readahead, writeback) the kernel keeps in flight
+    /// (`max_background=N`, 1 to 1024; the kernel's own default is 12).
+    pub max_background: u16,
     /// The kernel's writeback cache (`writeback_cache`, the default, or
     /// `nowriteback_cache`): buffered writes gather in the kernel's page cache and reach the
     /// daemon in large runs at writeback, close, fsync and sync, instead of one request per
@@ -120,6 +123,7 @@ impl Default for MountOptions {
             log: LogChoice::Auto,
             cache_bytes: uf2fs_engine::DEFAULT_CACHE_BYTES,
             threads: DEFAULT_THREADS,
+            max_background: DEFAULT_MAX_BACKGROUND,
             writeback_cache: true,
             flags: Vec::new(),
             devices: Vec::new(),
@@ -255,6 +259,12 @@ impl MountOptions {
                     _ => return bad_value(v, "a number of threads from 1 to 64"),
                 }
             }
+            ("max_background", Some(v)) => {
+                self.max_background = match v.parse::<u16>() {
+                    Ok(n) if (1..=1024).contains(&n) => n,
+                    _ => return bad_value(v, "a number of requests from 1 to 1024"),
+                }
+            }
             ("device", Some("")) => {
                 return Err("mount option device needs a value (device=PATH)".into())
             }
@@ -371,6 +381,7 @@ impl MountOptions {
                 | "log"
                 | "cache_size"
                 | "threads"
+                | "max_background"
                 | "gc_window"
                 | "gc_batch"
                 | "ipu"
@@ -395,6 +406,9 @@ pub const DEFAULT_CP_INTERVAL: u64 = 60;
 /// Request-handling threads unless `threads=` says otherwise (see docs/design.md, "The I/O
 /// path", for the measurements behind it).
 pub const DEFAULT_THREADS: usize = 4;
+
+/// Asynchronous requests in flight unless `max_background=` says otherwise.
+pub const DEFAULT_MAX_BACKGROUND: u16 = 12;
 
 /// A size with an optional K, M or G suffix (powers of 1024); plain digits are bytes.
 fn parse_size(v: &str) -> Option<u64> {
@@ -530,6 +544,28 @@ mod tests {
         assert!(e.contains("cache_size"), "{e}");
         let e = MountOptions::parse(&["cache_size"]).unwrap_err();
         assert!(e.contains("needs a value"), "{e}");
+    }
+
+    #[test]
+    fn max_background_takes_a_count_from_1_to_1024() {
+        assert_eq!(MountOptions::parse::<&str>(&[]).unwrap().max_background, 12);
+        assert_eq!(
+            MountOptions::parse(&["max_background=64"])
+                .unwrap()
+                .max_background,
+            64
+        );
+        for bad in [
+            "max_background=0",
+            "max_background=1025",
+            "max_background=x",
+        ] {
+            let e = MountOptions::parse(&[bad]).unwrap_err();
+            assert!(e.contains("max_background"), "{bad}: {e}");
+        }
+        assert!(MountOptions::parse(&["max_background"])
+            .unwrap_err()
+            .contains("needs a value"));
     }
 
     #[test]

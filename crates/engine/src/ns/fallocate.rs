@@ -125,15 +125,30 @@ impl Fs {
         self.changing(blocks + blocks / 1000 + 8, |ws| {
             self.live(ino)?;
             let mut e = self.edit(ino)?;
-            for fblk in offset / bs..end.div_ceil(bs) {
+            // A node at a time: its holes in the range are reserved in one edit.
+            let (mut fblk, last) = (offset / bs, end.div_ceil(bs));
+            while fblk < last {
                 let (nid, index) = self.ensure_dnode(ws, &mut e, fblk)?;
-                let old = self.addr_in(&e, nid, index)?;
-                if old == NULL_ADDR {
-                    self.set_addr(&mut e, nid, index, NEW_ADDR)?;
+                let per = if nid == e.ino {
+                    e.inode.addrs_in_inode()
+                } else {
+                    e.inode.addrs_per_dnode() as usize
+                };
+                let n = (per.saturating_sub(index) as u64).clamp(1, last - fblk) as usize;
+                let holes: Vec<(usize, u32)> = self
+                    .addrs_in(&e, nid, index, n)?
+                    .into_iter()
+                    .enumerate()
+                    .filter(|&(_, old)| old == NULL_ADDR)
+                    .map(|(k, _)| (index + k, NEW_ADDR))
+                    .collect();
+                if !holes.is_empty() {
+                    self.set_addrs(&mut e, nid, &holes)?;
                     ws.sync.relinked.insert(e.ino);
-                    ws.counts.valid_blocks += 1;
-                    e.add_blocks(1);
+                    ws.counts.valid_blocks += holes.len() as u64;
+                    e.add_blocks(holes.len() as i64);
                 }
+                fblk += n as u64;
             }
             if mode & FALLOC_FL_KEEP_SIZE == 0 {
                 if e.size() < end {

@@ -805,13 +805,24 @@ impl Fs {
         Ok(olds)
     }
 
-    /// The value in slot `index` of node `nid` (the inode itself, or a dnode).
-    pub(crate) fn addr_in(&self, e: &Editing, nid: u32, index: usize) -> Result<u32> {
+    /// The values of `n` slots of node `nid` (the inode itself, or a dnode) from `index` on,
+    /// the node read once.
+    pub(crate) fn addrs_in(
+        &self,
+        e: &Editing,
+        nid: u32,
+        index: usize,
+        n: usize,
+    ) -> Result<Vec<u32>> {
         if nid == e.ino {
-            return Ok(get32(&e.block, e.addr_slot(index)));
+            return Ok((index..index + n)
+                .map(|i| get32(&e.block, e.addr_slot(i)))
+                .collect());
         }
         let (b, _) = self.node_for_edit(nid, e.ino, e.inode.file_type == FileType::Directory)?;
-        Ok(uf2fs_format::node::entry(&b, index as u64))
+        Ok((index..index + n)
+            .map(|i| uf2fs_format::node::entry(&b, i as u64))
+            .collect())
     }
 
     /// Sets slot `index` of node `nid` (the inode itself, or a dnode) to `addr`; returns the
