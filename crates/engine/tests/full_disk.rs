@@ -134,3 +134,125 @@ fn writing_past_the_volume_size_reclaims_emptied_segments() {
     assert_fsck_clean(&img);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A full disk with compressed files (zstd, 64 KiB clusters, checksums): files of
+/// compressible text fill the volume until ENOSPC; then rewrites of a few bytes in each file
+/// (every cluster they touch is stored again) and growing writes continue until ENOSPC too.
+/// Every refusal comes before anything changes: the volume stays writable, a checkpoint
+/// follows, every byte acknowledged reads back, and fsck.f2fs and uf2fs fsck are clean.
+#[test]
+fn enospc_is_clean_for_compressed_files() {
+    let dir = scratch("full-compressed");
+    let img = common::fresh_image_with(
+        &dir,
+        96,
+        &uf2fs_engine::MkfsOptions {
+            features: uf2fs_format::superblock::feature::EXTRA_ATTR
+                | uf2fs_format::superblock::feature::COMPRESSION,
+            ..Default::default()
+        },
+    );
+    let mut fs = Fs::open_rw(&img).unwrap();
+    let mut o = fs.options();
+    o.compress = uf2fs_engine::CompressOptions {
+        algorithm: uf2fs_engine::compress::Algorithm::Zstd,
+        log_cluster_size: 4,
+        checksum: true,
+        ..Default::default()
+    };
+    fs.set_options(o);
+    let d = fs
+        .create_node(fs.root_ino(), b"c", common::node(0o040755))
+        .unwrap();
+    let flags = fs.fs_flags(d).unwrap();
+    fs.set_fs_flags(d, flags | 0x4).unwrap();
+    // Text that compresses to about a third, different in every file.
+    let text = |i: usize, len: usize| -> Vec<u8> {
+        let mut rng = Rng::new(i as u64 + 7);
+        let words: Vec<Vec<u8>> = (0..64).map(|_| rng.bytes(6)).collect();
+        let mut v = Vec::with_capacity(len);
+        while v.len() < len {
+            v.extend_from_slice(&words[(rng.next_u64() % 64) as usize]);
+            v.push(b' ');
+        }
+        v.truncate(len);
+        v
+    };
+    let len = 2 << 20;
+    let mut model: Vec<(u32, Vec<u8>)> = Vec::new();
+    let err = loop {
+        let i = model.len();
+        let ino = fs
+            .create_node(d, format!("f{i}").as_bytes(), common::node(0o100644))
+            .unwrap();
+        let data = text(i, len);
+        match fs.write(ino, 0, &data) {
+            Ok(_) => model.push((ino, data)),
+            Err(e) => {
+                // Whatever part went in is the file's now: keep the model exact.
+                let size = fs.getattr(ino).unwrap().size as usize;
+                let mut got = vec![0u8; size];
+                fs.read(ino, 0, &mut got).unwrap();
+                assert!(got[..] == data[..size], "f{i}: the part written");
+                model.push((ino, got));
+                break e;
+            }
+        }
+        assert!(i < 200, "a 96 MiB image cannot hold 400 MiB");
+    };
+    assert!(matches!(err, Error::NoSpace), "{err}");
+    // Compressed clusters keep every slot counted as used (as in Linux, until their saved
+    // blocks are released): the files fill the user's blocks, all but the room one more
+    // 2 MiB write asks for (its clusters twice, as a rewrite of each may need).
+    let st = fs.statfs();
+    assert!(
+        st.blocks_free * 100 < st.blocks * 15,
+        "ENOSPC with {} of {} blocks free",
+        st.blocks_free,
+        st.blocks
+    );
+    assert!(fs.is_writable(), "the volume stays writable after ENOSPC");
+    let c = fs
+        .compression(model[0].0)
+        .unwrap()
+        .expect("f0 is compressed");
+    assert!(c.compr_blocks > 100, "f0 saves blocks: {c:?}");
+    // Rewrites into compressed clusters and growing writes until the space ends again.
+    let mut rng = Rng::new(99);
+    let mut refused = 0;
+    for round in 0..400 {
+        let k = (rng.next_u64() % model.len() as u64) as usize;
+        let (ino, m) = &mut model[k];
+        let (off, bytes) = if round % 3 == 0 {
+            (m.len(), rng.bytes(70_000))
+        } else {
+            let off = (rng.next_u64() % m.len().max(1) as u64) as usize;
+            (off, rng.bytes(100))
+        };
+        match fs.write(*ino, off as u64, &bytes) {
+            Ok(_) => {
+                if m.len() < off + bytes.len() {
+                    m.resize(off + bytes.len(), 0);
+                }
+                m[off..off + bytes.len()].copy_from_slice(&bytes);
+            }
+            Err(Error::NoSpace) => refused += 1,
+            Err(e) => panic!("round {round}: {e}"),
+        }
+    }
+    assert!(refused > 0, "the rewrites never met a full volume");
+    assert!(fs.is_writable(), "the volume stays writable");
+    fs.sync().unwrap();
+    fs.unmount().unwrap();
+    assert_fsck_clean(&img);
+    let fs = Fs::open(&img).unwrap();
+    let report = fs.check().unwrap();
+    assert!(report.findings.is_empty(), "{:#?}", report.findings);
+    for (k, (ino, m)) in model.iter().enumerate() {
+        let mut got = vec![0u8; m.len() + 1];
+        let n = fs.read(*ino, 0, &mut got).unwrap();
+        assert!(n == m.len() && got[..n] == m[..], "f{k} reads back");
+    }
+    eprintln!("{} files, {refused} of 400 rewrites refused", model.len());
+    let _ = std::fs::remove_dir_all(&dir);
+}
