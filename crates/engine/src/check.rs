@@ -276,8 +276,17 @@ impl Fs {
         out
     }
 
-    /// Checks the image; the report lists what is wrong (nothing for a clean image).
+    /// Checks the image; the report lists what is wrong (nothing for a clean image). The walk
+    /// compares the tree with the SIT and SSA of the mounted checkpoint, so it needs a volume
+    /// opened read-only: on a writable one, changes made since the mount would show as
+    /// findings.
     pub fn check(&self) -> Result<CheckReport> {
+        if self.is_writable() {
+            return Err(crate::Error::InvalidArgument(
+                "check needs the volume opened read-only (Fs::open): it compares the tree with \
+                 the checkpoint it was mounted from",
+            ));
+        }
         let mut w = Walk {
             fs: self,
             r: CheckReport::default(),

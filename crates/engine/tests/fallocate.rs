@@ -87,7 +87,16 @@ fn a_range_across_inode_direct_and_indirect_nodes() {
     assert_eq!(fs.getattr(f).unwrap().blocks_512 / 8, blocks_after);
     fs.unmount().unwrap();
     assert_fsck_clean(&img);
+    assert!(fs_rw_check_refused(&img));
     let report = Fs::open(&img).unwrap().check().unwrap();
     assert!(report.findings.is_empty(), "{:#?}", report.findings);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `check` on a writable volume is refused (it compares with the mounted checkpoint).
+fn fs_rw_check_refused(img: &std::path::Path) -> bool {
+    let fs = Fs::open_rw(img).unwrap();
+    let refused = matches!(fs.check(), Err(uf2fs_engine::Error::InvalidArgument(_)));
+    fs.unmount().unwrap();
+    refused
 }
