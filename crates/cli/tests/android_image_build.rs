@@ -681,16 +681,7 @@ fn compressed_import_as_sload_makes_it() {
     drop(fs);
 
     // Every field but the times, which --timestamp set.
-    let untimed = |v: Vec<String>| -> Vec<String> {
-        v.into_iter()
-            .map(|l| {
-                l.split('\t')
-                    .filter(|f| !f.starts_with("mtime="))
-                    .collect::<Vec<_>>()
-                    .join("\t")
-            })
-            .collect()
-    };
+    use uf2fs_testkit::untimed;
     let src_view = untimed(uf2fs_testkit::view(&src, None));
     let linux = untimed(uf2fs_testkit::linux_view(&a, &dir.join("k")));
     uf2fs_testkit::assert_same_view(&src_view, &linux, "Linux's view of the import");

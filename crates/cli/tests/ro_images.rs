@@ -16,7 +16,7 @@ use std::path::Path;
 use std::process::Command;
 use uf2fs_testkit::{
     add_special_files, assert_fsck_clean, assert_same_view, gen_tree, linux_view, mkfs_sload, run,
-    scratch, try_run, view, Mount, TreeSpec,
+    scratch, try_run, untimed, view, Mount, TreeSpec,
 };
 
 const TS: &str = "1700000000";
@@ -24,18 +24,6 @@ const UUID: &str = "6a1d2f3e-0000-4000-8000-00000000a0d6";
 
 fn uf2fs() -> Command {
     Command::new(env!("CARGO_BIN_EXE_uf2fs"))
-}
-
-/// The lines of a treeview without their times (`--timestamp` sets them all).
-fn untimed(v: Vec<String>) -> Vec<String> {
-    v.into_iter()
-        .map(|l| {
-            l.split('\t')
-                .filter(|f| !f.starts_with("mtime="))
-                .collect::<Vec<_>>()
-                .join("\t")
-        })
-        .collect()
 }
 
 fn assert_uf2fs_check_clean(img: &Path) {

@@ -119,6 +119,19 @@ pub fn view(dir: &Path, fields: Option<&str>) -> Vec<String> {
     lines
 }
 
+/// The lines of a treeview without their `mtime=` field (for trees whose times were set, as
+/// `--timestamp` and `sload -T` set them all).
+pub fn untimed(v: Vec<String>) -> Vec<String> {
+    v.into_iter()
+        .map(|l| {
+            l.split('\t')
+                .filter(|f| !f.starts_with("mtime="))
+                .collect::<Vec<_>>()
+                .join("\t")
+        })
+        .collect()
+}
+
 /// Asserts two views are equal, showing the first differences.
 pub fn assert_same_view(expected: &[String], got: &[String], what: &str) {
     if expected == got {
