@@ -480,6 +480,17 @@ mod tests {
     }
 
     #[test]
+    fn data_temp_is_age_unless_turned_off() {
+        let d = MountOptions::parse::<&str>(&[]).unwrap();
+        assert_eq!(d.data_temp, DataTemp::Age);
+        let o = MountOptions::parse(&["data_temp=off"]).unwrap();
+        assert_eq!(o.data_temp, DataTemp::Off);
+        for bad in ["data_temp=hot", "data_temp"] {
+            assert!(MountOptions::parse(&[bad]).is_err(), "{bad} accepted");
+        }
+    }
+
+    #[test]
     fn options_parse_and_later_ones_win() {
         let o = MountOptions::parse(&[
             "ro,allow_other,nocheckpoint_merge",
