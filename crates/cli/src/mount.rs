@@ -322,6 +322,14 @@ fn print_status(out: &mut impl Write, v: &Value) -> std::io::Result<()> {
             n("/gc/ssr_segments"),
             n("/gc/ipu_blocks")
         )?;
+        writeln!(
+            out,
+            "              data_temp {}: {} overwrites to the hot data log, {} to the warm one (hot below an age of {} blocks)",
+            v.pointer("/gc/data_temp").and_then(Value::as_str).unwrap_or("-"),
+            n("/gc/hot_rewrites"),
+            n("/gc/warm_rewrites"),
+            n("/gc/hot_age_limit")
+        )?;
     }
     let (mut total, mut causes) = (0, Vec::new());
     if let Some(Value::Object(m)) = v.pointer("/io/written_blocks") {

@@ -1,7 +1,8 @@
 //! Round trips with Linux 6.1 on a volume kept nearly full under rewrites, so that both sides
 //! clean, fill holes and rewrite in place (issue 13's edge cases):
 //! 1. on an image mkfs.f2fs made, uf2fs rewrites through its mount in `mode=adaptive` (holes
-//!    and in-place updates), then in `mode=lfs` (the cleaner moves data), then `uf2fs gc`;
+//!    and in-place updates), then in `mode=lfs` (the cleaner moves data; young blocks'
+//!    rewrites go to the hot data log), then `uf2fs gc`;
 //!    fsck.f2fs is clean and Linux shows exactly the tree uf2fs shows;
 //! 2. Linux rewrites the same files with the same program (it cleans and recycles holes its
 //!    own way) and leaves the image with its logs as they are; fsck.f2fs is clean;
@@ -136,6 +137,13 @@ fn cleaned_volumes_round_trip_with_linux() {
     assert!(
         n(&st, "/gc/data_blocks_moved") > 0,
         "the cleaner moved nothing in lfs mode: {}",
+        st["gc"]
+    );
+    // data_temp=age (the default): rewrites of young blocks went to the hot data log, so
+    // Linux and fsck.f2fs below judge user data in all three data logs.
+    assert!(
+        n(&st, "/gc/hot_rewrites") > 0,
+        "no rewrite went to the hot data log: {}",
         st["gc"]
     );
     m.umount();

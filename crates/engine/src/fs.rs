@@ -482,6 +482,7 @@ impl Fs {
             let below = crate::gc::slack_threshold(
                 u64::from(ws.segs.blocks_per_section()),
                 ws.segs.section_count(),
+                self.vol.options.data_temp,
             );
             ws.segs.set_slack(adaptive, below);
         }

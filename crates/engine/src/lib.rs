@@ -40,6 +40,7 @@ pub use ns::rename::{RENAME_EXCHANGE, RENAME_NOREPLACE};
 pub use ns::write::{fs_flags, NewInode};
 pub use ns::xattr_write::{XATTR_CREATE, XATTR_REPLACE};
 pub use space::sit::SegmentUsage;
+pub use space::DataTemp;
 pub use space::Policy as GcPolicy;
 pub use state::CompressStats;
 pub use status::{CheckpointStats, IoStats, Status};

@@ -98,6 +98,10 @@ impl Fs {
                             crate::vol::IpuPolicy::Force => "force",
                             crate::vol::IpuPolicy::Off => "off",
                         },
+                        data_temp: self.options().data_temp.name(),
+                        hot_rewrites: ws.segs.temperature_counts().0,
+                        warm_rewrites: ws.segs.temperature_counts().1,
+                        hot_age_limit: ws.segs.temperature_counts().2,
                         ssr_segments: ws.segs.slack_counts().0,
                         ssr_blocks: ws.segs.slack_counts().1,
                         ..ws.gc.stats.clone()

@@ -116,6 +116,9 @@ pub struct Options {
     pub mode: AllocMode,
     /// Which rewrites go in place in `mode=adaptive` (`ipu`).
     pub ipu: IpuPolicy,
+    /// Which data log a user's overwrite goes to (`data_temp`): by the old copy's age, or
+    /// always the warm one.
+    pub data_temp: crate::space::DataTemp,
     /// How fsync makes a file durable (`fsync_mode`).
     pub fsync_mode: FsyncMode,
     /// Concurrent checkpoint requests share one checkpoint (`checkpoint_merge`).
@@ -325,6 +328,7 @@ impl Default for Options {
             inline_dentry: true,
             mode: AllocMode::Adaptive,
             ipu: IpuPolicy::Fsync,
+            data_temp: crate::space::DataTemp::Age,
             fsync_mode: FsyncMode::Posix,
             checkpoint_merge: true,
             gc_policy: crate::space::Policy::CostBenefit,

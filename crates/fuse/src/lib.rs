@@ -105,6 +105,7 @@ pub fn serve(
         inline_dentry: opts.inline_dentry,
         mode: opts.mode,
         ipu: opts.ipu,
+        data_temp: opts.data_temp,
         fsync_mode: opts.fsync_mode,
         checkpoint_merge: opts.checkpoint_merge,
         gc_policy: opts.gc_policy,

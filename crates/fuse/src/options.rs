@@ -5,7 +5,9 @@
 use serde::Serialize;
 
 use uf2fs_engine::compress::{Algorithm, MAX_LOG_CLUSTER_SIZE, MIN_LOG_CLUSTER_SIZE};
-pub use uf2fs_engine::{AllocMode, BackgroundGc, CompressOptions, FsyncMode, GcPolicy, IpuPolicy};
+pub use uf2fs_engine::{
+    AllocMode, BackgroundGc, CompressOptions, DataTemp, FsyncMode, GcPolicy, IpuPolicy,
+};
 
 /// When reads update a file's access time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -64,6 +66,9 @@ pub struct MountOptions {
     pub mode: AllocMode,
     /// Which rewrites go in place in adaptive mode (`ipu=fsync|force|off`).
     pub ipu: IpuPolicy,
+    /// Which data log a user's overwrite goes to (`data_temp=age|off`): by its old copy's
+    /// age (hot or warm), or always the warm one.
+    pub data_temp: DataTemp,
     /// Seconds after which changes nobody synced get a checkpoint (`cp_interval=N`, the
     /// kernel's sysfs knob of that name; 0: only when asked or when the caches fill).
     pub cp_interval: u64,
@@ -114,6 +119,7 @@ impl Default for MountOptions {
             checkpoint_merge: true,
             mode: AllocMode::Adaptive,
             ipu: IpuPolicy::Fsync,
+            data_temp: DataTemp::Age,
             cp_interval: DEFAULT_CP_INTERVAL,
             fsync_mode: FsyncMode::Posix,
             inline_data: true,
@@ -233,6 +239,13 @@ impl MountOptions {
                     "force" => IpuPolicy::Force,
                     "off" => IpuPolicy::Off,
                     _ => return bad_value(v, "fsync, force, off"),
+                }
+            }
+            ("data_temp", Some(v)) => {
+                self.data_temp = match v {
+                    "age" => DataTemp::Age,
+                    "off" => DataTemp::Off,
+                    _ => return bad_value(v, "age, off"),
                 }
             }
             ("cp_interval", Some(v)) => {
@@ -385,6 +398,7 @@ impl MountOptions {
                 | "gc_window"
                 | "gc_batch"
                 | "ipu"
+                | "data_temp"
                 | "cp_interval"
                 | "device"
                 | "compress_algorithm"
@@ -477,6 +491,17 @@ mod tests {
         assert_eq!(o.background_gc, BackgroundGc::On);
         assert_eq!(o.mode, AllocMode::Adaptive);
         assert_eq!(o.fsync_mode, FsyncMode::Posix);
+    }
+
+    #[test]
+    fn data_temp_is_age_unless_turned_off() {
+        let d = MountOptions::parse::<&str>(&[]).unwrap();
+        assert_eq!(d.data_temp, DataTemp::Age);
+        let o = MountOptions::parse(&["data_temp=off"]).unwrap();
+        assert_eq!(o.data_temp, DataTemp::Off);
+        for bad in ["data_temp=hot", "data_temp"] {
+            assert!(MountOptions::parse(&[bad]).is_err(), "{bad} accepted");
+        }
     }
 
     #[test]

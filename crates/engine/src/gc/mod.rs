@@ -109,7 +109,7 @@ impl Fs {
             }
             return read_only_room(ws, blocks, dirty());
         }
-        let reserve = change_reserve(bps, ws.segs.section_count());
+        let reserve = change_reserve(bps, ws.segs.section_count(), v.options.data_temp);
         let cp_need = cp_room(bps);
         let started = std::time::Instant::now();
         let mut waited = false;
@@ -230,7 +230,7 @@ impl Fs {
         // lose their penalty (the seed's `require_node_gc`); they regain it at twice as many.
         let bps = u64::from(ws.segs.blocks_per_section());
         let free_secs = ws.segs.writable_blocks() / bps;
-        let kept = change_reserve(bps, ws.segs.section_count()) / bps;
+        let kept = change_reserve(bps, ws.segs.section_count(), v.options.data_temp) / bps;
         if free_secs <= kept + u64::from(NODE_GC_SECTIONS) {
             ws.gc.require_node_gc = true;
         } else if free_secs >= kept + u64::from(2 * NODE_GC_SECTIONS) {
@@ -357,15 +357,21 @@ impl Fs {
         }
         let mut copies: BTreeMap<u32, Block> = BTreeMap::new();
         let mut moves: Vec<(Owned, u32)> = Vec::with_capacity(owned.len());
+        // A hot section's blocks outlived the hot log: to the warm one (`data_temp=age`).
+        let dest = if v.options.data_temp == crate::space::DataTemp::Age
+            && ws.segs.seg_log(segno) == Some(Log::HotData)
+        {
+            Log::WarmData
+        } else {
+            Log::ColdData
+        };
         for o in owned {
             let at = (o.addr - lo) as usize * BLOCK_SIZE;
             let mut b = [0u8; BLOCK_SIZE];
             if let Some(src) = old.get(at..at + BLOCK_SIZE) {
                 b.copy_from_slice(src);
             }
-            let new = ws
-                .segs
-                .alloc_data(Log::ColdData, o.sum, &mut |s| v.read_ssa(s))?;
+            let new = ws.segs.alloc_data(dest, o.sum, &mut |s| v.read_ssa(s))?;
             copies.insert(new, b);
             moves.push((o, new));
         }
@@ -554,7 +560,7 @@ impl Fs {
         }
         let bps = u64::from(ws.segs.blocks_per_section());
         let sections = ws.segs.section_count();
-        let high = change_reserve(bps, sections) + bps * batch(sections);
+        let high = change_reserve(bps, sections, v.options.data_temp) + bps * batch(sections);
         let dirty = v.nodes.dirty_count() as u64;
         let writable = ws.segs.writable_blocks();
         let prefree = ws.segs.prefree_segments() * u64::from(BLOCKS_PER_SEG);
@@ -567,7 +573,7 @@ impl Fs {
             .slack_room(writable)
             .is_some_and(|(usable, held)| usable + held >= bps * batch(sections));
         let low = if holes_enough {
-            change_reserve(bps, sections)
+            change_reserve(bps, sections, v.options.data_temp)
         } else {
             high
         };
@@ -658,16 +664,22 @@ fn batch(sections: u32) -> u64 {
 /// What a change leaves free beyond its own blocks and the dirty nodes: room for the
 /// checkpoint's node logs, a section for its own log and the cold log's, and for half a
 /// batch of cleaning (near full, a checkpoint after a single cleaned section writes more
-/// nodes than the section frees: the cleaner must be able to clean several first).
-fn change_reserve(bps: u64, sections: u32) -> u64 {
-    cp_room(bps) + bps * (2 + batch(sections) / 2)
+/// nodes than the section frees: the cleaner must be able to clean several first). With
+/// `data_temp=age` a change's data may go to two logs (hot and warm), each of which may need
+/// a new section: one more.
+fn change_reserve(bps: u64, sections: u32, temp: crate::space::DataTemp) -> u64 {
+    let logs = match temp {
+        crate::space::DataTemp::Age => 3,
+        crate::space::DataTemp::Off => 2,
+    };
+    cp_room(bps) + bps * (logs + batch(sections) / 2)
 }
 
 /// Free blocks below which data logs fill the holes of used data segments in
 /// `mode=adaptive`: a little above the background cleaner's high-water mark, so that holes
 /// serve rewrites before the cleaner has to move anything for them.
-pub(crate) fn slack_threshold(bps: u64, sections: u32) -> u64 {
-    change_reserve(bps, sections) + bps * (batch(sections) + 4)
+pub(crate) fn slack_threshold(bps: u64, sections: u32, temp: crate::space::DataTemp) -> u64 {
+    change_reserve(bps, sections, temp) + bps * (batch(sections) + 4)
 }
 
 /// Free sections beyond the change reserve at or below which node sections lose their

@@ -47,6 +47,13 @@ pub struct GcStats {
     /// Which rewrites go in place (`fsync`, `force` or `off`), and the blocks rewritten so.
     pub ipu: &'static str,
     pub ipu_blocks: u64,
+    /// Where user overwrites go (`age` or `off`); under `age`, the overwrites sent to the hot
+    /// data log and to the warm one, and the age below which an overwrite is hot (blocks of
+    /// the allocation clock).
+    pub data_temp: &'static str,
+    pub hot_rewrites: u64,
+    pub warm_rewrites: u64,
+    pub hot_age_limit: u64,
 }
 
 /// The cleaner's state under the write lock.

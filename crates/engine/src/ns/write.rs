@@ -692,6 +692,12 @@ impl Fs {
         // The previous block's (file block, node, slot, node version): the next file block
         // is usually the next slot of the same node, found without walking the tree again.
         let mut prev: Option<(u64, u32, usize, u8)> = None;
+        // `data_temp=age`: a regular file's overwrite goes to the hot or the warm log by its
+        // old copy's age (`space/temp.rs`); the node last read for that, by nid.
+        let by_age = log == Log::WarmData
+            && e.inode.file_type == FileType::Regular
+            && self.vol().options.data_temp == crate::space::DataTemp::Age;
+        let mut old_node: Option<(u32, Block)> = None;
         for (fblk, data) in blocks {
             if in_place {
                 // A block on the device that no write in flight is about to replace is
@@ -729,6 +735,15 @@ impl Fs {
                 }
             };
             prev = Some((fblk, nid, index, version));
+            let log = if by_age {
+                let old = match self.slot_value(e, nid, index, &mut old_node)? {
+                    NULL_ADDR | NEW_ADDR => None,
+                    old => Some(old),
+                };
+                ws.segs.user_data_log(old)
+            } else {
+                log
+            };
             let sum = RawSummary {
                 nid: nid.into(),
                 version,
@@ -769,6 +784,29 @@ impl Fs {
             }
         }
         Ok(())
+    }
+
+    /// Slot `index` of node `nid` (the inode itself, or a dnode) as it stands; `node` keeps
+    /// the last dnode read, so a run of slots in one node reads it once.
+    fn slot_value(
+        &self,
+        e: &Editing,
+        nid: u32,
+        index: usize,
+        node: &mut Option<(u32, Block)>,
+    ) -> Result<u32> {
+        if nid == e.ino {
+            return Ok(get32(&e.block, e.addr_slot(index)));
+        }
+        let b = match node {
+            Some((n, b)) if *n == nid => b,
+            _ => {
+                let v = self.vol();
+                let (b, _) = v.nodes.get_for_edit(&*v.dev, &v.nat, nid, e.ino)?;
+                &mut node.insert((nid, b)).1
+            }
+        };
+        Ok(get32(b, index * 4))
     }
 
     /// Sets slots of node `nid` (the inode itself, or a dnode) to new addresses, the node

@@ -18,12 +18,15 @@ use crate::error::{Error, Result};
 mod sections;
 pub(crate) mod sit;
 mod slack;
+mod temp;
 
 pub use sections::Policy;
 use sections::Sections;
 pub(crate) use sections::VictimKind;
 use slack::Slack;
 use std::collections::BTreeSet;
+pub use temp::DataTemp;
+use temp::Temperature;
 use uf2fs_format::checkpoint::Checkpoint;
 use uf2fs_format::sit::{
     sit_block_addr, RawSitBlock, RawSitEntry, SitEntry, SIT_ENTRIES_PER_BLOCK, SIT_JOURNAL_ENTRIES,
@@ -118,6 +121,8 @@ pub(crate) struct Space {
     /// log and nodes to the hot node log, the other four logs stay where they are, and no
     /// summary is kept for an SSA, since the layout has none.
     read_only: bool,
+    /// Rewrite ages seen, for `data_temp=age`.
+    temp: Temperature,
 }
 
 fn bit(map: &[u8; 64], off: usize) -> bool {
@@ -168,8 +173,10 @@ impl Space {
             slack: Slack::new(layout.main_segments)?,
             window_cursor: 0,
             read_only: false,
+            temp: Temperature::new(0),
         };
         space.rebuild_sections();
+        space.temp = Temperature::new(space.sections.clock());
         Ok(space)
     }
 
@@ -283,6 +290,32 @@ impl Space {
             .get(i)
             .ok_or(Error::InvalidArgument("no such log"))?;
         Ok(self.seg_start(c.segno) + u32::from(c.next))
+    }
+
+    /// The data log a user's block goes to under `data_temp=age` (`temp.rs`): a first write
+    /// (`old` none) to the warm log; an overwrite to the hot one if its old copy is young,
+    /// else to the warm one.
+    pub fn user_data_log(&mut self, old: Option<u32>) -> Log {
+        let clock = self.sections.clock();
+        self.temp.tick(clock, self.sections.valid_total());
+        let Some((segno, _)) = old.and_then(|a| self.seg_of(a)) else {
+            return Log::WarmData;
+        };
+        if self.seg_log(segno) == Some(Log::ColdData) {
+            self.temp.old();
+            return Log::WarmData;
+        }
+        let sps = self.layout.segs_per_sec.max(1);
+        match self.sections.stamp(segno / sps) {
+            Some(stamp) if self.temp.is_hot(stamp, clock) => Log::HotData,
+            _ => Log::WarmData,
+        }
+    }
+
+    /// Overwrites sent to the hot and to the warm log by `data_temp=age`, and the age limit
+    /// last used (allocation clock blocks).
+    pub fn temperature_counts(&self) -> (u64, u64, u64) {
+        (self.temp.hot, self.temp.warm, self.temp.limit())
     }
 
     /// Whether `addr` is a valid (in use) block of the main area.

@@ -41,6 +41,8 @@ pub(crate) struct Sections {
     valid: Vec<u32>,
     stamp: Vec<u64>,
     clock: u64,
+    /// Valid blocks in all sections.
+    total: u64,
     index: VictimIndex,
     blocks_per_section: u32,
 }
@@ -53,6 +55,7 @@ impl Sections {
             valid: vec![0; n as usize],
             stamp: vec![0; n as usize],
             clock: 0,
+            total: 0,
             index: VictimIndex::new(n, cap).map_err(|e| {
                 crate::error::Error::Unsupported(format!("sections of this size: {e}"))
             })?,
@@ -75,6 +78,7 @@ impl Sections {
     /// Sets what mount found: valid blocks and an age stamp (the caller orders them).
     pub fn load(&mut self, sec: u32, valid: u32, stamp: u64) {
         if let Some(v) = self.valid.get_mut(sec as usize) {
+            self.total = self.total.saturating_sub(u64::from(*v)) + u64::from(valid);
             *v = valid;
         }
         if let Some(s) = self.stamp.get_mut(sec as usize) {
@@ -88,6 +92,7 @@ impl Sections {
     pub fn added(&mut self, sec: u32) {
         if let Some(v) = self.valid.get_mut(sec as usize) {
             *v += 1;
+            self.total += 1;
         }
         if let Some(s) = self.stamp.get_mut(sec as usize) {
             *s = self.clock;
@@ -95,9 +100,27 @@ impl Sections {
         self.clock += 1;
     }
 
+    /// Section `sec`'s age stamp: the allocation clock when a block was last written into it.
+    pub fn stamp(&self, sec: u32) -> Option<u64> {
+        self.stamp.get(sec as usize).copied()
+    }
+
+    /// Valid blocks in all sections.
+    pub fn valid_total(&self) -> u64 {
+        self.total
+    }
+
+    /// The allocation clock: blocks written since mount, above the stamps mount gave.
+    pub fn clock(&self) -> u64 {
+        self.clock
+    }
+
     pub fn removed(&mut self, sec: u32) {
         if let Some(v) = self.valid.get_mut(sec as usize) {
-            *v = v.saturating_sub(1);
+            if *v > 0 {
+                *v -= 1;
+                self.total -= 1;
+            }
         }
     }
 
