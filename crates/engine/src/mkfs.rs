@@ -517,7 +517,7 @@ fn make_planned(
     // device, including those past the last whole section that the main area does not have;
     // fsck.f2fs then rejects its image. We count the main area's segments only.
     let read_only = features & feature::RO != 0;
-    let logs = if read_only { 2 } else { 6 };
+    let logs = uf2fs_format::geometry::logs_in_use(read_only);
     let free_segments = g
         .segment_count_main
         .checked_sub(logs)

@@ -122,6 +122,16 @@ fn best_overprovision(main_segs: u64, usable: u64, per_section: u64) -> f64 {
     best
 }
 
+/// The logs a fresh volume puts in use, each in a segment of its own that is not free: the
+/// six of every layout, or the read-only layout's two (hot node and hot data).
+pub fn logs_in_use(read_only: bool) -> u32 {
+    if read_only {
+        2
+    } else {
+        6
+    }
+}
+
 /// Computes the layout mkfs.f2fs 1.15 makes for these options.
 pub fn plan(o: &GeometryOptions) -> Result<Geometry, GeometryError> {
     if !o.sector_size.is_power_of_two() || !(512..=4096).contains(&o.sector_size) {
@@ -210,7 +220,7 @@ pub fn plan(o: &GeometryOptions) -> Result<Geometry, GeometryError> {
     // The reserve is counted in whole sections: ceil(usable / sections) segments each.
     let per_section = usable.div_ceil(section_count.max(1));
     // The read-only layout keeps no space for cleaning and uses two logs.
-    let logs = if o.read_only { 2 } else { 6 };
+    let logs = u64::from(logs_in_use(o.read_only));
     let ovp = match o.overprovision {
         _ if o.read_only => 0.0,
         Some(r) => r,

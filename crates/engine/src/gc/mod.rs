@@ -97,8 +97,7 @@ impl Fs {
         let bps = u64::from(ws.segs.blocks_per_section());
         // The read-only layout is never cleaned and writes two logs: what a change needs is
         // counted in whole sections per log, after what each log's segment has left.
-        let read_only_layout = ws.segs.is_read_only_layout();
-        if read_only_layout {
+        if ws.segs.is_read_only_layout() {
             let dirty = || v.nodes.dirty_count() as u64;
             if read_only_room(ws, blocks, dirty()).is_err()
                 && ws.segs.prefree_segments() > 0
@@ -110,7 +109,6 @@ impl Fs {
             return read_only_room(ws, blocks, dirty());
         }
         let reserve = change_reserve(bps, ws.segs.section_count(), v.options.data_temp);
-        let cp_need = cp_room(bps);
         let started = std::time::Instant::now();
         let mut waited = false;
         // Each round cleans a section or writes a checkpoint; a checkpoint that frees nothing
@@ -149,12 +147,12 @@ impl Fs {
             let releases_holes = held > 0 && from_free(usable) > 0;
             let can_checkpoint =
                 (prefree > 0 || ws.cp.pending.is_some() || ws.gc.nodes_moving || releases_holes)
-                    && dirty + cp_need <= writable;
+                    && dirty + cp_room(bps) <= writable;
             let after_checkpoint = (writable + prefree).saturating_sub(dirty);
             // Cleaning a section writes its valid blocks and dirties nodes, which the
             // checkpoint after it writes (`clean_one` counts both for the victim it picks).
             let budget = clean_budget(writable, dirty, bps);
-            let room_to_clean = budget > 0 && !read_only_layout;
+            let room_to_clean = budget > 0;
             // Where holes take the rewrites (adaptive mode, free sections short), cleaning
             // ahead would move what the holes make unnecessary: the small batch.
             let batch_sections = if slack.is_some() {

@@ -368,16 +368,17 @@ impl Space {
         let empty_logs = self
             .cursegs
             .iter()
-            .map(|c| c.segno)
-            .filter(|&segno| {
-                !self.prefree.contains(&segno)
+            .enumerate()
+            .filter(|&(i, c)| {
+                let first = !self.cursegs.iter().take(i).any(|d| d.segno == c.segno);
+                first
+                    && !self.prefree.contains(&c.segno)
                     && self
                         .entries
-                        .get(segno as usize)
+                        .get(c.segno as usize)
                         .is_some_and(|e| e.valid_blocks == 0)
             })
-            .collect::<BTreeSet<u32>>()
-            .len();
+            .count();
         let reserved = self
             .reserved
             .iter()
