@@ -309,6 +309,14 @@ fn print_status(out: &mut impl Write, v: &Value) -> std::io::Result<()> {
         n("/gc/worst_wait_us") / 1000,
         n("/gc/longest_section_us") / 1000
     )?;
+    writeln!(
+        out,
+        "              writers short of space: {} cleaned one section and went on, {} waited for a checkpoint being written, {} cleaned until there was room (at most {} sections at once)",
+        n("/gc/paced_steps"),
+        n("/gc/waits_for_checkpoint"),
+        n("/gc/full_waits"),
+        n("/gc/most_sections_one_wait")
+    )?;
     if v.pointer("/gc/mode")
         .and_then(Value::as_str)
         .is_some_and(|m| !m.is_empty())

@@ -5,6 +5,7 @@
 use crate::data::write_batches;
 use crate::durability::checkpoint::prepare;
 use crate::error::{Error, Result};
+use crate::gc::{Pace, Room};
 use crate::state::WriteState;
 use crate::vol::Fs;
 use uf2fs_device::IoCause;
@@ -19,12 +20,7 @@ impl Fs {
         blocks: u64,
         f: impl FnOnce(&mut WriteState) -> Result<T>,
     ) -> Result<T> {
-        let mut ws = self.ws()?;
-        let user = ws.cp.head.user_block_count.get();
-        if ws.counts.valid_blocks + blocks > user {
-            return Err(Error::NoSpace);
-        }
-        self.make_room(&mut ws, blocks)?;
+        let mut ws = self.room_for(blocks)?;
         self.vol()
             .change_seq
             .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
@@ -57,6 +53,50 @@ impl Fs {
             Some(prepared) => prepared.and_then(|w| self.write_prepared(w)),
         };
         r.and_then(|t| written.and(checkpointed).map(|()| t))
+    }
+
+    /// The write lock, with room for a change of `blocks` new blocks (`Fs::make_room`, paced:
+    /// a change does at most one bounded cleaning step, and waits for a checkpoint being
+    /// written only below the floor, without the lock).
+    fn room_for(&self, blocks: u64) -> Result<std::sync::MutexGuard<'_, WriteState>> {
+        let asked = std::time::Instant::now();
+        let mut ws = self.ws()?;
+        // Behind someone else's work (a cleaning step, a checkpoint being prepared): this
+        // change has waited its share already.
+        let contended = asked.elapsed() >= std::time::Duration::from_millis(1);
+        loop {
+            let user = ws.cp.head.user_block_count.get();
+            if ws.counts.valid_blocks + blocks > user {
+                return Err(Error::NoSpace);
+            }
+            match self.make_room(&mut ws, blocks, Pace::Step { contended })? {
+                Room::Ready => {
+                    // The lock, a step and any checkpoint waited for: all of what this
+                    // change waited before it could begin.
+                    let us = asked.elapsed().as_micros() as u64;
+                    let st = &mut ws.gc.stats;
+                    st.worst_wait_us = st.worst_wait_us.max(us);
+                    if contended {
+                        st.worst_lock_wait_us = st.worst_lock_wait_us.max(us);
+                    }
+                    return Ok(ws);
+                }
+                Room::Await(io) => {
+                    drop(ws);
+                    // The outcome is taken from `settle_this` below, under the lock.
+                    let _ = io.wait();
+                    ws = self.ws()?;
+                    crate::durability::checkpoint::settle_this(&self.vol, &mut ws, &io)?;
+                    ws.gc.stats.waits_for_checkpoint += 1;
+                }
+                Room::Checkpoint(writes) => {
+                    drop(ws);
+                    self.write_prepared(*writes)?;
+                    ws = self.ws()?;
+                    ws.gc.stats.waits_for_checkpoint += 1;
+                }
+            }
+        }
     }
 
     pub(crate) fn ws(&self) -> Result<std::sync::MutexGuard<'_, WriteState>> {

@@ -286,6 +286,7 @@ impl Fs {
             quota: None,
             inflight: Default::default(),
             gc_urgent: Default::default(),
+            pacer: Default::default(),
             cur_summaries: m
                 .summaries
                 .iter()
@@ -425,6 +426,8 @@ impl Fs {
                 requests: 0,
                 covered_seq: 0,
                 pending: None,
+                last_nodes: 0,
+                longest_io_us: 0,
                 wanted: false,
             },
             sync: FsyncState::default(),

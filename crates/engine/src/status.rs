@@ -40,6 +40,8 @@ pub struct CheckpointStats {
     pub written: u64,
     /// Requests served by a checkpoint that another caller had begun after them (merging).
     pub merged: u64,
+    /// The longest one checkpoint's writes took (its blocks and both flushes), in µs.
+    pub longest_write_us: u64,
 }
 
 #[derive(Debug, Clone, Default, serde::Serialize)]
@@ -84,6 +86,7 @@ impl Fs {
                         requested: ws.cp.requests,
                         written: ws.cp.written,
                         merged: ws.sync.stats.merged,
+                        longest_write_us: ws.cp.longest_io_us,
                     },
                     ws.sync.stats,
                     crate::gc::GcStats {

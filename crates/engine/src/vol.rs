@@ -54,6 +54,8 @@ pub(crate) struct Vol {
     /// A change had to clean for itself since the background cleaner last caught up: the
     /// cleaner queues for the write lock instead of yielding.
     pub(crate) gc_urgent: std::sync::atomic::AtomicBool,
+    /// Changes ask the background cleaner's thread for checkpoints through it.
+    pub(crate) pacer: crate::gc::state::Pacer,
     /// Data blocks linked by a change whose write has not landed yet.
     pub(crate) inflight: crate::data::Inflight,
 }
@@ -135,6 +137,11 @@ pub struct Options {
     /// frees them (`gc_batch`): more amortise that checkpoint's node writes over more
     /// sections (lower write amplification), fewer keep each wait shorter.
     pub gc_batch: u32,
+    /// Whether a change short of space does one bounded step (a section's cleaning) and goes
+    /// on, leaving the checkpoint that frees it to the background thread (`gc_pace`, seed
+    /// 003), instead of cleaning a batch and writing that checkpoint itself. Only where a
+    /// background thread runs (`Fs::background_gc_step`).
+    pub gc_pace: bool,
     /// Whether the daemon cleans ahead of need (`background_gc`).
     pub background_gc: BackgroundGc,
     /// The most memory the clean caches (node and NAT blocks, parsed inodes) take, in bytes
@@ -335,6 +342,7 @@ impl Default for Options {
             gc_node_penalty: true,
             gc_window: 0,
             gc_batch: crate::gc::state::DEFAULT_GC_BATCH,
+            gc_pace: true,
             background_gc: BackgroundGc::On,
             cache_bytes: crate::cache::DEFAULT_CACHE_BYTES,
             fixed_time: None,

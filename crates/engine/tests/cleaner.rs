@@ -43,7 +43,17 @@ fn rewrite_nearly_full(
     passes: u64,
     fsync_every: u64,
 ) {
-    let (gc, _) = rewrite_in_mode(name, lfs, mib, ovp, segs_per_sec, pct, passes, fsync_every);
+    let (gc, _) = rewrite_in_mode(
+        name,
+        lfs,
+        mib,
+        ovp,
+        segs_per_sec,
+        pct,
+        passes,
+        fsync_every,
+        false,
+    );
     assert!(
         gc.data_blocks_moved > 0 && gc.sections_freed > 0,
         "the cleaner never ran: {gc:?}"
@@ -61,8 +71,9 @@ fn adaptive(o: &mut Options) {
     o.ipu = IpuPolicy::Off;
 }
 
-/// The rewrites of `rewrite_nearly_full` with the options `set` gives; the cleaner's counters
-/// and the user blocks written.
+/// The rewrites of `rewrite_nearly_full` with the options `set` gives, with the background
+/// cleaner's thread running beside the writer if `background` (as the daemon runs it); the
+/// cleaner's counters and the user blocks written.
 #[allow(
     clippy::too_many_arguments,
     reason = "one test shape, its knobs named at each call"
@@ -76,6 +87,7 @@ fn rewrite_in_mode(
     pct: u64,
     passes: u64,
     fsync_every: u64,
+    background: bool,
 ) -> (GcStats, u64) {
     let dir = scratch(name);
     let img = image(&dir, mib, ovp, segs_per_sec);
@@ -83,6 +95,21 @@ fn rewrite_in_mode(
     let mut o = fs.options();
     set(&mut o);
     fs.set_options(o);
+    let fs = std::sync::Arc::new(fs);
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let cleaner = background.then(|| {
+        let (fs, stop) = (fs.clone(), stop.clone());
+        std::thread::spawn(move || {
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let worked = fs.background_gc_step().unwrap();
+                fs.background_gc_wait(std::time::Duration::from_millis(if worked {
+                    1
+                } else {
+                    20
+                }));
+            }
+        })
+    });
     let st = fs.statfs();
     let blocks = st.blocks_avail * pct / 100;
     let ino = fs
@@ -121,6 +148,13 @@ fn rewrite_in_mode(
         assert_eq!(bad, None, "block {bad:?} differs from the last write");
     };
     check(&fs);
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    if let Some(t) = cleaner {
+        t.join().unwrap();
+    }
+    let Ok(fs) = std::sync::Arc::try_unwrap(fs) else {
+        panic!("the volume is still shared")
+    };
     fs.unmount().unwrap();
     assert_fsck_clean(&img);
     let fs = Fs::open(&img).unwrap();
@@ -137,7 +171,7 @@ fn rewrite_in_mode(
 /// reads back, before and after a remount, with fsck.f2fs clean.
 #[test]
 fn adaptive_rewrites_fill_holes_instead_of_moving_data() {
-    let (gc, writes) = rewrite_in_mode("gc-adaptive", adaptive, 192, None, 1, 95, 2, 64);
+    let (gc, writes) = rewrite_in_mode("gc-adaptive", adaptive, 192, None, 1, 95, 2, 64, false);
     assert_eq!(gc.mode, "adaptive");
     assert!(
         gc.ssr_segments > 0 && gc.ssr_blocks > writes / 2,
@@ -154,7 +188,7 @@ fn adaptive_rewrites_fill_holes_instead_of_moving_data() {
 /// The same in sections of four segments, where holes are taken a segment at a time.
 #[test]
 fn adaptive_rewrites_in_multi_segment_sections() {
-    let (gc, writes) = rewrite_in_mode("gc-adaptive-sec", adaptive, 320, None, 4, 90, 2, 0);
+    let (gc, writes) = rewrite_in_mode("gc-adaptive-sec", adaptive, 320, None, 4, 90, 2, 0, false);
     assert!(gc.ssr_blocks > writes / 2, "{gc:?}");
 }
 
@@ -178,6 +212,33 @@ fn the_benchmark_geometry_runs_at_ninety_percent() {
     // 512 MiB at 5% overprovision, one file at 90% of the user space (the quick run of
     // scripts/bench-gc.sh).
     rewrite_nearly_full("gc-512", 512, Some(5.0), 1, 90, 2, 0);
+}
+
+/// Seed 003: with the background thread running beside the writer (as the daemon runs it), a
+/// write short of space cleans at most one section and goes on, and the checkpoints that free
+/// what was cleaned are written without the write lock; with `gc_pace=off` a write cleans a
+/// batch and writes that checkpoint itself, under the lock. Every byte reads back either way,
+/// fsck.f2fs is clean, and pacing costs no ENOSPC.
+#[test]
+fn paced_writers_clean_one_section_at_a_time() {
+    fn paced(o: &mut Options) {
+        lfs(o);
+        o.gc_pace = true;
+    }
+    fn unpaced(o: &mut Options) {
+        lfs(o);
+        o.gc_pace = false;
+    }
+    let (gc, _) = rewrite_in_mode("gc-paced", paced, 256, None, 1, 92, 2, 0, true);
+    assert!(gc.paced_steps > 0, "no write stepped: {gc:?}");
+    assert_eq!(gc.most_sections_one_wait, 1, "{gc:?}");
+    assert_eq!(
+        gc.full_waits, 0,
+        "writes cleaned until there was room: {gc:?}"
+    );
+    let (gc, _) = rewrite_in_mode("gc-unpaced", unpaced, 256, None, 1, 92, 2, 0, true);
+    assert_eq!(gc.paced_steps, 0, "{gc:?}");
+    assert!(gc.full_waits > 0 && gc.most_sections_one_wait > 1, "{gc:?}");
 }
 
 /// A summary that names another file's node for a block: the cleaner checks the owner, leaves
@@ -330,6 +391,7 @@ fn a_windowed_victim_search_keeps_every_byte() {
         95,
         2,
         64,
+        false,
     );
     assert!(gc.data_blocks_moved > writes / 4, "{gc:?}");
 }

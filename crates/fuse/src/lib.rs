@@ -112,6 +112,7 @@ pub fn serve(
         gc_node_penalty: opts.gc_node_penalty,
         gc_window: opts.gc_window,
         gc_batch: opts.gc_batch,
+        gc_pace: opts.gc_pace,
         background_gc: opts.background_gc,
         cache_bytes: opts.cache_bytes,
         fixed_time: None,
@@ -275,12 +276,13 @@ fn spawn_cleaner(fs: std::sync::Weak<uf2fs_engine::Fs>) {
                     return;
                 }
             };
-            drop(fs);
-            std::thread::sleep(std::time::Duration::from_millis(if worked {
+            // A change that asks for a checkpoint wakes it at once.
+            fs.background_gc_wait(std::time::Duration::from_millis(if worked {
                 1
             } else {
                 50
             }));
+            drop(fs);
         });
     if let Err(e) = spawned {
         tracing::error!("background cleaner not started: {e}");

@@ -62,6 +62,9 @@ pub struct MountOptions {
     /// Sections a change short of space cleans beyond its need before one checkpoint frees
     /// them all (`gc_batch=N`, 1 to 64; default 8): fewer shorten each wait for space.
     pub gc_batch: u32,
+    /// A write short of space cleans one section and goes on, the checkpoint that frees it
+    /// written by the background thread (`gc_pace=on|off`, seed 003; default on).
+    pub gc_pace: bool,
     pub checkpoint_merge: bool,
     pub mode: AllocMode,
     /// Which rewrites go in place in adaptive mode (`ipu=fsync|force|off`).
@@ -116,6 +119,7 @@ impl Default for MountOptions {
             gc_node_penalty: true,
             gc_window: 0,
             gc_batch: uf2fs_engine::DEFAULT_GC_BATCH,
+            gc_pace: true,
             checkpoint_merge: true,
             mode: AllocMode::Adaptive,
             ipu: IpuPolicy::Fsync,
@@ -260,6 +264,13 @@ impl MountOptions {
                     _ => return bad_value(v, "a number of sections from 1 to 64"),
                 }
             }
+            ("gc_pace", Some(v)) => {
+                self.gc_pace = match v {
+                    "on" => true,
+                    "off" => false,
+                    _ => return bad_value(v, "on, off"),
+                }
+            }
             ("gc_window", Some(v)) => {
                 self.gc_window = match v.parse::<u32>() {
                     Ok(n) => n,
@@ -397,6 +408,7 @@ impl MountOptions {
                 | "max_background"
                 | "gc_window"
                 | "gc_batch"
+                | "gc_pace"
                 | "ipu"
                 | "data_temp"
                 | "cp_interval"

@@ -131,6 +131,10 @@ pub(crate) fn settle(vol: &Vol, ws: &mut WriteState) -> Result<()> {
         )));
     }
     ws.cp.version = p.version;
+    ws.cp.longest_io_us = ws
+        .cp
+        .longest_io_us
+        .max(p.io.took_us.load(std::sync::atomic::Ordering::Relaxed));
     ws.cp.pack = p.pack;
     ws.cp.head = p.head;
     ws.cp.crc = p.crc;
@@ -166,6 +170,7 @@ impl CheckpointWrites {
     /// waits for it.
     pub fn run(self, vol: &Vol) -> (Arc<IoDone>, Result<()>) {
         let dev = &*vol.dev;
+        let started = std::time::Instant::now();
         let io = |what: String| move |e: std::io::Error| Error::io(what, e);
         let r = (|| {
             for (addr, bytes, cause, what) in &self.body {
@@ -183,6 +188,10 @@ impl CheckpointWrites {
                 .map_err(io("checkpoint pack trailing block".into()))?;
             dev.flush().map_err(io("flush after the checkpoint".into()))
         })();
+        self.io.took_us.store(
+            started.elapsed().as_micros() as u64,
+            std::sync::atomic::Ordering::Relaxed,
+        );
         self.io
             .finish(r.as_ref().map(|_| ()).map_err(|e| e.to_string()));
         (self.io, r)
@@ -199,6 +208,7 @@ fn build(vol: &Vol, ws: &mut WriteState, umount: bool) -> Result<CheckpointWrite
     }
     // 1. Nodes, out of place.
     let dirty = vol.nodes.dirty_snapshot()?;
+    ws.cp.last_nodes = dirty.len() as u64;
     // These nodes belong to the checkpoint being written: their cp_ver is its (plain)
     // version, which never matches the chain rule of the last one. So if this checkpoint
     // does not land, they end the roll-forward chain instead of extending it (Linux would

@@ -63,7 +63,7 @@ impl Fs {
             // that a stream of fsyncs never eats the room the cleaner needs. Short of it, a
             // checkpoint serves instead.
             let bps = u64::from(ws.segs.blocks_per_section());
-            let room = match self.make_room(&mut ws, bps) {
+            let room = match self.make_room_waiting(&mut ws, bps) {
                 Ok(()) => true,
                 Err(Error::NoSpace) => false,
                 Err(e) => return Err(e),

@@ -30,6 +30,10 @@ pub(crate) struct CheckpointState {
     pub covered_seq: u64,
     /// The checkpoint whose blocks are being written without the write lock, if any.
     pub pending: Option<Pending>,
+    /// The nodes the last checkpoint prepared wrote: what the next one will cost, about.
+    pub last_nodes: u64,
+    /// The longest a checkpoint's writes took (its blocks, both flushes), in microseconds.
+    pub longest_io_us: u64,
     /// The running change passed the dirty-node budget: a checkpoint follows it.
     pub wanted: bool,
 }
@@ -130,6 +134,8 @@ pub(crate) struct Pending {
 pub(crate) struct IoDone {
     result: Mutex<Option<std::result::Result<(), String>>>,
     cv: Condvar,
+    /// How long the writes took, in microseconds (set before `finish`).
+    pub took_us: std::sync::atomic::AtomicU64,
 }
 
 impl IoDone {

@@ -87,12 +87,51 @@ pub use state::DEFAULT_GC_BATCH;
 /// holes serve the rewrites, so cleaning ahead of them only moves blocks for nothing.
 const SLACK_BATCH: u64 = 2;
 
+/// How a change meets a volume short of room.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Pace {
+    /// Waits until there is room: cleaning and checkpoints under the write lock (fsync, whose
+    /// chain must fit now, and every change when no background thread runs).
+    Wait,
+    /// Does at most one bounded step (one section's cleaning, none if it waited for the lock
+    /// behind someone else's) and goes on, leaving the checkpoint that frees what it cleaned
+    /// to the background thread; waits only when below the floor.
+    Step { contended: bool },
+}
+
+/// What `make_room` found.
+pub(crate) enum Room {
+    /// The change may go ahead.
+    Ready,
+    /// Below the floor while a checkpoint is being written: wait for it without the lock,
+    /// settle it, and ask again.
+    Await(std::sync::Arc<crate::durability::state::IoDone>),
+    /// Below the floor with cleaned sections waiting for a checkpoint nobody has begun: this
+    /// one, prepared; write it without the lock, and ask again.
+    Checkpoint(Box<crate::durability::checkpoint::CheckpointWrites>),
+}
+
+/// Paced changes start their step this far above their floor, in blocks: the sections cleaned
+/// before one checkpoint come out of this band, and the writes made while it is written out
+/// of its last section. A wider band holds more space free (the other sections fuller, more
+/// to move); a narrower one means more checkpoints, each rewriting the nodes the moves
+/// dirtied. So the band grows with what a checkpoint costs: `PACE_BLOCKS_PER_NODE` blocks per
+/// node the last checkpoint wrote, at least `PACE_SECTIONS` sections. Measured on seed 003's
+/// job (docs/design.md, "Paced writers"): 512 MiB (about 90 nodes a checkpoint) wants 5
+/// sections (WAF 2.249; 10 gave 2.374), 2 GiB (about 440) wants 10 (5.148; 5 gave 5.803).
+fn pace_band(bps: u64, last_nodes: u64) -> u64 {
+    (PACE_SECTIONS * bps).max(last_nodes * PACE_BLOCKS_PER_NODE)
+}
+
+const PACE_SECTIONS: u64 = 5;
+const PACE_BLOCKS_PER_NODE: u64 = 12;
+
 impl Fs {
     /// Makes room for a change of `blocks` new blocks, under the write lock: free segments
     /// for them, for every dirty node (the next checkpoint writes them) and for the reserve.
     /// What is short is found by writing a checkpoint (segments emptied since the last one
     /// become free) and by cleaning sections, one at a time; `NoSpace` when neither helps.
-    pub(crate) fn make_room(&self, ws: &mut WriteState, blocks: u64) -> Result<()> {
+    pub(crate) fn make_room(&self, ws: &mut WriteState, blocks: u64, pace: Pace) -> Result<Room> {
         let v = self.vol();
         let bps = u64::from(ws.segs.blocks_per_section());
         // The read-only layout is never cleaned and writes two logs: what a change needs is
@@ -106,15 +145,21 @@ impl Fs {
                 // Segments emptied by removals are free once a checkpoint lands.
                 self.checkpoint_for_space(ws)?;
             }
-            return read_only_room(ws, blocks, dirty());
+            return read_only_room(ws, blocks, dirty()).map(|()| Room::Ready);
         }
         let reserve = change_reserve(bps, ws.segs.section_count(), v.options.data_temp);
+        if let Pace::Step { contended } = pace {
+            if let Some(room) = self.pace(ws, blocks, reserve, contended)? {
+                return Ok(room);
+            }
+        }
         let started = std::time::Instant::now();
         let mut waited = false;
         // Each round cleans a section or writes a checkpoint; a checkpoint that frees nothing
         // twice in a row ends it.
         let mut fruitless = 0;
         let mut rounds = 0u64;
+        let mut sections = 0u64;
         let max_rounds = 4 * u64::from(ws.segs.section_count()) + 16;
         let r = loop {
             let dirty = v.nodes.dirty_count() as u64;
@@ -131,7 +176,7 @@ impl Fs {
                 }
             };
             if from_free(usable) + dirty + reserve <= writable {
-                break Ok(());
+                break Ok(Room::Ready);
             }
             rounds += 1;
             if rounds > max_rounds || fruitless >= 2 {
@@ -166,6 +211,7 @@ impl Fs {
             // and one rewrite of the nodes the moves dirtied, for several sections).
             if !enough && room_to_clean {
                 if let Some(c) = self.clean_one(ws, Caller::Foreground, budget)? {
+                    sections += 1;
                     tracing::debug!(
                         "foreground cleaning: section {} ({} blocks moved)",
                         c.section,
@@ -193,9 +239,109 @@ impl Fs {
         };
         if waited {
             let us = started.elapsed().as_micros() as u64;
-            ws.gc.stats.worst_wait_us = ws.gc.stats.worst_wait_us.max(us);
+            let st = &mut ws.gc.stats;
+            st.worst_wait_us = st.worst_wait_us.max(us);
+            st.full_waits += 1;
+            st.most_sections_one_wait = st.most_sections_one_wait.max(sections);
         }
         r
+    }
+
+    /// `make_room` for a caller that must have the room now, under the lock it holds.
+    pub(crate) fn make_room_waiting(&self, ws: &mut WriteState, blocks: u64) -> Result<()> {
+        match self.make_room(ws, blocks, Pace::Wait)? {
+            Room::Ready => Ok(()),
+            // Only paced changes are sent to wait for a checkpoint.
+            Room::Await(_) | Room::Checkpoint(_) => Err(Error::NoSpace),
+        }
+    }
+
+    /// A paced change's step (seed 003: a writer never waits for a whole cleaning pass).
+    /// The floor is one section below the change's reserve; nothing to do while free space
+    /// is `pace_band` above it. Below that: while a checkpoint is being written, go
+    /// on down to the floor, else wait for it without the lock (`Room::Await`); otherwise
+    /// clean one section (none if this change already waited for the lock behind someone
+    /// else's work) with its copies kept a section above the floor, and ask the background
+    /// thread for the checkpoint once what was cleaned is a batch or no more fits. Below the
+    /// floor with something to free, the checkpoint is prepared here and written without the
+    /// lock (`Room::Checkpoint`). `None` sends the change to the waiting path (`Pace::Wait`).
+    fn pace(
+        &self,
+        ws: &mut WriteState,
+        blocks: u64,
+        reserve: u64,
+        contended: bool,
+    ) -> Result<Option<Room>> {
+        let v = self.vol();
+        if !v.options.gc_pace || !v.pacer.running() {
+            return Ok(None);
+        }
+        let bps = u64::from(ws.segs.blocks_per_section());
+        let prefree_blocks =
+            |ws: &WriteState| ws.segs.prefree_segments() * u64::from(BLOCKS_PER_SEG);
+        let need = || blocks + v.nodes.dirty_count() as u64 + reserve;
+        let writable = ws.segs.writable_blocks();
+        // Adaptive mode short of free sections fills holes instead: the waiting path knows how.
+        if ws.segs.slack_room(writable).is_some() {
+            return Ok(None);
+        }
+        // The floor is a section into the change's reserve: the writes made while a
+        // checkpoint is written may take it, and what is left still lets the waiting path
+        // clean a section whose moves dirty as many nodes again (right after a checkpoint
+        // every node is clean) before the next checkpoint.
+        let floor = || need().saturating_sub(bps);
+        let band = pace_band(bps, ws.cp.last_nodes);
+        let start = || floor() + band;
+        if writable >= start() {
+            return Ok(Some(Room::Ready));
+        }
+        if let Some(p) = &ws.cp.pending {
+            return Ok(Some(if writable >= floor() {
+                Room::Ready
+            } else {
+                Room::Await(p.io.clone())
+            }));
+        }
+        v.pacer.stepped();
+        let started = std::time::Instant::now();
+        let batch = u64::from(v.options.gc_batch) * bps;
+        let enough =
+            |ws: &WriteState| ws.segs.writable_blocks() + prefree_blocks(ws) >= start() + batch;
+        // Copies and the nodes they dirty stay above the floor, with a section to spare
+        // for the writes made while the checkpoint is written.
+        let budget = |ws: &WriteState| ws.segs.writable_blocks().saturating_sub(floor() + bps);
+        let mut cleaned = None;
+        let tried = !contended && !enough(ws) && budget(ws) > 0;
+        if tried {
+            cleaned = self.clean_one(ws, Caller::Foreground, budget(ws))?;
+            let us = started.elapsed().as_micros() as u64;
+            let st = &mut ws.gc.stats;
+            st.worst_wait_us = st.worst_wait_us.max(us);
+            if cleaned.is_some() {
+                st.paced_steps += 1;
+                st.most_sections_one_wait = st.most_sections_one_wait.max(1);
+            }
+        }
+        let freeable = prefree_blocks(ws) > 0 || ws.gc.nodes_moving;
+        let writable = ws.segs.writable_blocks();
+        if writable >= floor() {
+            // Not after a step skipped for the lock: the checkpoint waits for a batch.
+            let nothing_to_clean = tried && cleaned.is_none();
+            if freeable && (nothing_to_clean || enough(ws) || budget(ws) < bps) {
+                v.pacer.want_checkpoint();
+            }
+            return Ok(Some(Room::Ready));
+        }
+        // Below the floor, the background thread behind: write the checkpoint here, without
+        // the lock, rather than clean more under it.
+        if freeable && v.nodes.dirty_count() as u64 + cp_room(bps) <= writable {
+            ws.cp.requests += 1;
+            ws.gc.stats.checkpoints_for_space += 1;
+            return self
+                .prepare_checkpoint(ws, false)
+                .map(|w| Some(Room::Checkpoint(Box::new(w))));
+        }
+        Ok(None)
     }
 
     /// Writes the checkpoint that turns prefree segments free; the segments it freed.
@@ -539,6 +685,20 @@ impl Fs {
         if v.options.background_gc == crate::vol::BackgroundGc::Off {
             return Ok(false);
         }
+        v.pacer.set_running(true);
+        if v.pacer.take_wanted() {
+            // Changes cleaned and go on; the checkpoint that frees it is this thread's. The
+            // device's cache is flushed first, with no lock held: the checkpoint's own
+            // flushes then have only what was written since (on a loop device the host
+            // writes back what the image file holds dirty; 170 ms was seen otherwise).
+            v.dev
+                .flush()
+                .map_err(|e| Error::io("flush before a checkpoint", e))?;
+            let ws = lock
+                .lock()
+                .map_err(|_| Error::InvalidArgument("internal lock poisoned"))?;
+            return self.checkpoint_without_lock(ws);
+        }
         let urgent = &v.gc_urgent;
         let mut ws = match lock.try_lock() {
             Ok(ws) => ws,
@@ -583,9 +743,16 @@ impl Fs {
         };
         let r = if !matches!(cleaned, Ok(None)) {
             cleaned.map(|c| c.is_some())
-        } else if (prefree > 0 || ws.gc.nodes_moving) && dirty + cp_room(bps) <= writable {
+        } else if ws.gc.nodes_moving
+            || prefree >= bps * batch(sections)
+            || (prefree > 0 && !v.pacer.stepping(std::time::Duration::from_secs(1)))
+        {
             // Enough cleaned ahead, or no room to clean more before what was cleaned is free.
-            self.checkpoint_for_space(&mut ws).map(|freed| freed > 0)
+            // While changes step, they ask for the checkpoint once theirs make a batch. The
+            // next step writes it, after a flush without the lock.
+            drop(ws);
+            v.pacer.want_checkpoint();
+            return Ok(true);
         } else {
             Ok(false)
         };
@@ -595,6 +762,35 @@ impl Fs {
             }
         }
         r
+    }
+
+    /// The checkpoint that turns what was cleaned free, prepared under the write lock (`ws`)
+    /// and written without it, so that changes go on meanwhile. Whether it wrote one.
+    fn checkpoint_without_lock(
+        &self,
+        mut ws: std::sync::MutexGuard<'_, WriteState>,
+    ) -> Result<bool> {
+        let bps = u64::from(ws.segs.blocks_per_section());
+        let dirty = self.vol().nodes.dirty_count() as u64;
+        let freeable = ws.segs.prefree_segments() > 0 || ws.gc.nodes_moving;
+        if ws.failed.is_some()
+            || ws.cp.pending.is_some()
+            || !freeable
+            || dirty + cp_room(bps) > ws.segs.writable_blocks()
+        {
+            return Ok(false);
+        }
+        ws.cp.requests += 1;
+        ws.gc.stats.checkpoints_for_space += 1;
+        let writes = self.prepare_checkpoint(&mut ws, false)?;
+        drop(ws);
+        self.write_prepared(writes)?;
+        Ok(true)
+    }
+
+    /// Sleeps until a change asks the background thread for a checkpoint, or `timeout`.
+    pub fn background_gc_wait(&self, timeout: std::time::Duration) {
+        self.vol().pacer.wait(timeout);
     }
 
     /// Cleans up to `sections` sections now (or until no victim is left), then writes a

@@ -31,6 +31,18 @@ pub struct GcStats {
     pub sections_freed: u64,
     /// The longest a change waited for space (cleaning and checkpoints), in microseconds.
     pub worst_wait_us: u64,
+    /// The longest a change waited that found the write lock held (behind another change, a
+    /// cleaning step or a checkpoint being prepared), in microseconds.
+    pub worst_lock_wait_us: u64,
+    /// Paced changes (`gc_pace`) that cleaned one section and went on.
+    pub paced_steps: u64,
+    /// Paced changes that waited, without the write lock, for a checkpoint being written.
+    pub waits_for_checkpoint: u64,
+    /// Changes that cleaned and wrote checkpoints under the lock until there was room (all of
+    /// them short of space without pacing; with it, those below the floor with no
+    /// checkpoint being written), and the most sections one of them cleaned.
+    pub full_waits: u64,
+    pub most_sections_one_wait: u64,
     /// The longest one section's cleaning took (under the write lock), in microseconds:
     /// the bound on what a writer waits for the cleaner in one step.
     pub longest_section_us: u64,
@@ -64,4 +76,64 @@ pub(crate) struct GcState {
     pub require_node_gc: bool,
     /// Node sections were cleaned since the last checkpoint: the next one empties them.
     pub nodes_moving: bool,
+}
+
+/// How changes hand the background cleaner's thread the checkpoint that turns what they
+/// cleaned free (seed 003: a writer does one bounded step and goes on; the checkpoint's I/O
+/// happens on that thread, without the write lock).
+#[derive(Default)]
+pub(crate) struct Pacer {
+    /// The background thread steps (a library user may never start one: then changes write
+    /// their checkpoints themselves).
+    running: std::sync::atomic::AtomicBool,
+    /// A change cleaned and wants the checkpoint that frees what it cleaned.
+    wanted: std::sync::Mutex<bool>,
+    cv: std::sync::Condvar,
+    /// When a change last found free space short and stepped.
+    stepped: std::sync::Mutex<Option<std::time::Instant>>,
+}
+
+impl Pacer {
+    pub fn running(&self) -> bool {
+        self.running.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    pub fn set_running(&self, on: bool) {
+        self.running.store(on, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// A change found free space short and stepped.
+    pub fn stepped(&self) {
+        *self.stepped.lock().unwrap_or_else(|p| p.into_inner()) = Some(std::time::Instant::now());
+    }
+
+    /// Whether changes stepped within `within`: they ask for the checkpoints then, when
+    /// what they cleaned makes a batch.
+    pub fn stepping(&self, within: std::time::Duration) -> bool {
+        self.stepped
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_some_and(|t| t.elapsed() < within)
+    }
+
+    /// Asks the thread for a checkpoint and wakes it.
+    pub fn want_checkpoint(&self) {
+        let mut w = self.wanted.lock().unwrap_or_else(|p| p.into_inner());
+        *w = true;
+        drop(w);
+        self.cv.notify_all();
+    }
+
+    /// Whether a checkpoint was asked for since the last call.
+    pub fn take_wanted(&self) -> bool {
+        std::mem::take(&mut *self.wanted.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// Sleeps until a checkpoint is asked for or `timeout` passes.
+    pub fn wait(&self, timeout: std::time::Duration) {
+        let w = self.wanted.lock().unwrap_or_else(|p| p.into_inner());
+        if !*w {
+            let _ = self.cv.wait_timeout_while(w, timeout, |w| !*w);
+        }
+    }
 }
