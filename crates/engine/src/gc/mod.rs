@@ -73,12 +73,25 @@ fn cp_room(bps: u64) -> u64 {
     3 * bps
 }
 
-/// What cleaning may spend, given `writable` free blocks and `dirty` nodes: a victim's
-/// copies (its valid blocks, in a cold-log section that may be new) and the nodes they newly
-/// dirty must leave room for the checkpoint that frees it. `clean_one` counts both exactly
-/// before it moves anything.
-fn clean_budget(writable: u64, dirty: u64, bps: u64) -> u64 {
-    writable.saturating_sub(dirty + cp_room(bps) + bps)
+/// Free blocks the next checkpoint may take (`ckpt` below): each node log's dirty nodes in
+/// whole sections (a log that fills its section takes a new one whole), plus one section for
+/// the nodes a change or a cleaning pass adds to a log that had none; never more than the
+/// dirty nodes plus a section per node log (`cp_room`), the bound before the logs were
+/// counted apart. On a job that rewrites one file, only the warm node log has dirty nodes:
+/// two sections instead of the dirty nodes plus three.
+fn ckpt_need(v: &crate::vol::Vol, bps: u64) -> u64 {
+    let exact = v.nodes.dirty_by_log().iter().fold(bps, |sum, &n| {
+        sum.saturating_add((n as u64).div_ceil(bps).saturating_mul(bps))
+    });
+    exact.min((v.nodes.dirty_count() as u64).saturating_add(cp_room(bps)))
+}
+
+/// What cleaning may spend, given `writable` free blocks and what the next checkpoint takes
+/// (`ckpt_need`): a victim's copies (its valid blocks, in a cold-log section that may be
+/// new) and the nodes they newly dirty must leave room for the checkpoint that frees it.
+/// `clean_one` counts both exactly before it moves anything.
+fn clean_budget(writable: u64, ckpt: u64, bps: u64) -> u64 {
+    writable.saturating_sub(ckpt + bps)
 }
 
 pub use state::DEFAULT_GC_BATCH;
@@ -161,8 +174,11 @@ impl Fs {
         let mut rounds = 0u64;
         let mut sections = 0u64;
         let max_rounds = 4 * u64::from(ws.segs.section_count()) + 16;
+        // The reserve's checkpoint part is counted per node log (`ckpt_need`).
+        let rest = reserve.saturating_sub(cp_room(bps));
         let r = loop {
             let dirty = v.nodes.dirty_count() as u64;
+            let ckpt = ckpt_need(v, bps);
             let writable = ws.segs.writable_blocks();
             // In `mode=adaptive` with free sections short, data fills holes: what the holes
             // take now (or once the next checkpoint frees the held ones) needs no free segment.
@@ -175,7 +191,7 @@ impl Fs {
                     blocks
                 }
             };
-            if from_free(usable) + dirty + reserve <= writable {
+            if from_free(usable) + ckpt + rest <= writable {
                 break Ok(Room::Ready);
             }
             rounds += 1;
@@ -192,11 +208,10 @@ impl Fs {
             let releases_holes = held > 0 && from_free(usable) > 0;
             let can_checkpoint =
                 (prefree > 0 || ws.cp.pending.is_some() || ws.gc.nodes_moving || releases_holes)
-                    && dirty + cp_room(bps) <= writable;
-            let after_checkpoint = (writable + prefree).saturating_sub(dirty);
+                    && ckpt <= writable;
             // Cleaning a section writes its valid blocks and dirties nodes, which the
             // checkpoint after it writes (`clean_one` counts both for the victim it picks).
-            let budget = clean_budget(writable, dirty, bps);
+            let budget = clean_budget(writable, ckpt, bps);
             let room_to_clean = budget > 0;
             // Where holes take the rewrites (adaptive mode, free sections short), cleaning
             // ahead would move what the holes make unnecessary: the small batch.
@@ -206,7 +221,7 @@ impl Fs {
                 u64::from(v.options.gc_batch)
             };
             let enough =
-                after_checkpoint >= from_free(usable + held) + reserve + batch_sections * bps;
+                writable + prefree >= from_free(usable + held) + ckpt + rest + batch_sections * bps;
             // Clean while the checkpoint after would not yet give enough back (one checkpoint,
             // and one rewrite of the nodes the moves dirtied, for several sections).
             if !enough && room_to_clean {
@@ -279,7 +294,8 @@ impl Fs {
         let bps = u64::from(ws.segs.blocks_per_section());
         let prefree_blocks =
             |ws: &WriteState| ws.segs.prefree_segments() * u64::from(BLOCKS_PER_SEG);
-        let need = || blocks + v.nodes.dirty_count() as u64 + reserve;
+        let rest = reserve.saturating_sub(cp_room(bps));
+        let need = || blocks + ckpt_need(v, bps) + rest;
         let writable = ws.segs.writable_blocks();
         // Adaptive mode short of free sections fills holes instead: the waiting path knows how.
         if ws.segs.slack_room(writable).is_some() {
@@ -334,7 +350,7 @@ impl Fs {
         }
         // Below the floor, the background thread behind: write the checkpoint here, without
         // the lock, rather than clean more under it.
-        if freeable && v.nodes.dirty_count() as u64 + cp_room(bps) <= writable {
+        if freeable && ckpt_need(v, bps) <= writable {
             ws.cp.requests += 1;
             ws.gc.stats.checkpoints_for_space += 1;
             return self
@@ -718,23 +734,21 @@ impl Fs {
         }
         let bps = u64::from(ws.segs.blocks_per_section());
         let sections = ws.segs.section_count();
-        let high = change_reserve(bps, sections, v.options.data_temp) + bps * batch(sections);
-        let dirty = v.nodes.dirty_count() as u64;
+        // The change reserve with its checkpoint part counted per node log (`ckpt_need`).
+        let reserve =
+            change_reserve(bps, sections, v.options.data_temp) - cp_room(bps) + ckpt_need(v, bps);
+        let high = reserve + bps * batch(sections);
         let writable = ws.segs.writable_blocks();
         let prefree = ws.segs.prefree_segments() * u64::from(BLOCKS_PER_SEG);
-        let after_checkpoint = (writable + prefree).saturating_sub(dirty);
-        let budget = clean_budget(writable, dirty, bps);
+        let after_checkpoint = writable + prefree;
+        let budget = clean_budget(writable, ckpt_need(v, bps), bps);
         // With holes enough for a batch of rewrites (`mode=adaptive`), data needs no cleaning:
         // clean only if the node logs are short of free sections.
         let holes_enough = ws
             .segs
             .slack_room(writable)
             .is_some_and(|(usable, held)| usable + held >= bps * batch(sections));
-        let low = if holes_enough {
-            change_reserve(bps, sections, v.options.data_temp)
-        } else {
-            high
-        };
+        let low = if holes_enough { reserve } else { high };
         let cleaned = if after_checkpoint < low {
             self.clean_one(&mut ws, Caller::Background, budget)
         } else {
@@ -771,12 +785,11 @@ impl Fs {
         mut ws: std::sync::MutexGuard<'_, WriteState>,
     ) -> Result<bool> {
         let bps = u64::from(ws.segs.blocks_per_section());
-        let dirty = self.vol().nodes.dirty_count() as u64;
         let freeable = ws.segs.prefree_segments() > 0 || ws.gc.nodes_moving;
         if ws.failed.is_some()
             || ws.cp.pending.is_some()
             || !freeable
-            || dirty + cp_room(bps) > ws.segs.writable_blocks()
+            || ckpt_need(self.vol(), bps) > ws.segs.writable_blocks()
         {
             return Ok(false);
         }
@@ -807,11 +820,8 @@ impl Fs {
         }
         while done < sections {
             let mut ws = self.ws_settled()?;
-            let budget = clean_budget(
-                ws.segs.writable_blocks(),
-                v.nodes.dirty_count() as u64,
-                u64::from(ws.segs.blocks_per_section()),
-            );
+            let bps = u64::from(ws.segs.blocks_per_section());
+            let budget = clean_budget(ws.segs.writable_blocks(), ckpt_need(v, bps), bps);
             let r = self.clean_one(&mut ws, Caller::Request, budget);
             match r {
                 Ok(Some(_)) => done += 1,

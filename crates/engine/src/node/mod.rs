@@ -25,11 +25,42 @@ pub(crate) struct Nodes {
     /// a block from the device before the change does not cache it after.
     epoch: std::sync::atomic::AtomicU64,
     /// Changed nodes and the log each goes to, written at the next checkpoint.
-    dirty: Mutex<BTreeMap<u32, (Arc<Block>, Log)>>,
+    dirty: Mutex<Dirty>,
     /// Dirty nodes that only the cleaner changed (a node it moved, or a direct node whose
     /// data it moved). An fsync need not write them: the blocks the last checkpoint's copy
     /// points at stay on the device until the next checkpoint, which writes these.
     gc_only: Mutex<std::collections::HashSet<u32>>,
+}
+
+/// The dirty nodes by nid, and how many go to each node log (hot, warm, cold).
+#[derive(Default)]
+struct Dirty {
+    map: BTreeMap<u32, (Arc<Block>, Log)>,
+    by_log: [usize; 3],
+}
+
+impl Dirty {
+    fn count(&mut self, log: Log, up: bool) {
+        if let Some(n) = (log as usize)
+            .checked_sub(3)
+            .and_then(|i| self.by_log.get_mut(i))
+        {
+            *n = if up { *n + 1 } else { n.saturating_sub(1) };
+        }
+    }
+
+    fn insert(&mut self, nid: u32, b: Arc<Block>, log: Log) {
+        if let Some((_, old)) = self.map.insert(nid, (b, log)) {
+            self.count(old, false);
+        }
+        self.count(log, true);
+    }
+
+    fn remove(&mut self, nid: u32) {
+        if let Some((_, old)) = self.map.remove(&nid) {
+            self.count(old, false);
+        }
+    }
 }
 
 /// What the reader of a node expects to find in its footer.
@@ -45,7 +76,7 @@ impl Nodes {
             cache: Mutex::new(HashMap::new()),
             cache_cap: crate::cache::CacheCaps::default_caps().nodes,
             epoch: std::sync::atomic::AtomicU64::new(0),
-            dirty: Mutex::new(BTreeMap::new()),
+            dirty: Mutex::new(Dirty::default()),
             gc_only: Mutex::new(std::collections::HashSet::new()),
         }
     }
@@ -70,7 +101,7 @@ impl Nodes {
         let was_dirty = self
             .dirty
             .lock()
-            .map(|d| d.contains_key(&nid))
+            .map(|d| d.map.contains_key(&nid))
             .unwrap_or(true);
         if !was_dirty {
             if let Ok(mut g) = self.gc_only.lock() {
@@ -84,7 +115,7 @@ impl Nodes {
     pub fn is_dirty(&self, nid: u32) -> bool {
         self.dirty
             .lock()
-            .map(|d| d.contains_key(&nid))
+            .map(|d| d.map.contains_key(&nid))
             .unwrap_or(true)
     }
 
@@ -101,7 +132,7 @@ impl Nodes {
         self.dirty
             .lock()
             .map_err(|_| crate::Error::InvalidArgument("lock poisoned"))?
-            .insert(nid, (b.clone(), log));
+            .insert(nid, b.clone(), log);
         self.cached(nid, Some(b));
         Ok(())
     }
@@ -125,6 +156,7 @@ impl Nodes {
             .dirty
             .lock()
             .map_err(|_| crate::Error::InvalidArgument("lock poisoned"))?
+            .map
             .clone())
     }
 
@@ -134,8 +166,8 @@ impl Nodes {
     pub fn written(&self, snapshot: &BTreeMap<u32, (Arc<Block>, Log)>) {
         if let Ok(mut d) = self.dirty.lock() {
             for (nid, (b, _)) in snapshot {
-                if d.get(nid).is_some_and(|(cur, _)| Arc::ptr_eq(cur, b)) {
-                    d.remove(nid);
+                if d.map.get(nid).is_some_and(|(cur, _)| Arc::ptr_eq(cur, b)) {
+                    d.remove(*nid);
                     if let Ok(mut g) = self.gc_only.lock() {
                         g.remove(nid);
                     }
@@ -155,6 +187,7 @@ impl Nodes {
             .dirty
             .lock()
             .map_err(|_| crate::Error::InvalidArgument("lock poisoned"))?
+            .map
             .iter()
             .filter(|(nid, (b, _))| {
                 let f = Footer::of(b);
@@ -166,7 +199,15 @@ impl Nodes {
 
     /// How many nodes wait for a checkpoint.
     pub fn dirty_count(&self) -> usize {
-        self.dirty.lock().map(|d| d.len()).unwrap_or(0)
+        self.dirty.lock().map(|d| d.map.len()).unwrap_or(0)
+    }
+
+    /// How many dirty nodes go to each node log: hot, warm, cold.
+    pub fn dirty_by_log(&self) -> [usize; 3] {
+        self.dirty
+            .lock()
+            .map(|d| d.by_log)
+            .unwrap_or([usize::MAX; 3])
     }
 
     /// A node to change: the dirty copy (with its log) or the block on disk, checked to
@@ -182,7 +223,7 @@ impl Nodes {
             .dirty
             .lock()
             .ok()
-            .and_then(|d| d.get(&nid).map(|(b, l)| (**b, *l)))
+            .and_then(|d| d.map.get(&nid).map(|(b, l)| (**b, *l)))
         {
             return Ok((b, Some(log)));
         }
@@ -204,7 +245,7 @@ impl Nodes {
     /// Forgets a node that no longer exists (its dirty copy is not written).
     pub fn forget(&self, nid: u32) {
         if let Ok(mut d) = self.dirty.lock() {
-            d.remove(&nid);
+            d.remove(nid);
         }
         if let Ok(mut g) = self.gc_only.lock() {
             g.remove(&nid);
@@ -225,7 +266,7 @@ impl Nodes {
             .dirty
             .lock()
             .ok()
-            .and_then(|d| d.get(&nid).map(|(b, _)| b.clone()));
+            .and_then(|d| d.map.get(&nid).map(|(b, _)| b.clone()));
         let cached = dirty.or_else(|| self.cache.lock().ok().and_then(|c| c.get(&nid).cloned()));
         let block = match cached {
             Some(b) => b,
