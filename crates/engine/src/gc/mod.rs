@@ -130,8 +130,9 @@ pub(crate) enum Room {
 /// to move); a narrower one means more checkpoints, each rewriting the nodes the moves
 /// dirtied. So the band grows with what a checkpoint costs: `PACE_BLOCKS_PER_NODE` blocks per
 /// node the last checkpoint wrote, at least `PACE_SECTIONS` sections. Measured on seed 003's
-/// job (docs/design.md, "Paced writers"): 512 MiB (about 90 nodes a checkpoint) wants 5
-/// sections (WAF 2.249; 10 gave 2.374), 2 GiB (about 440) wants 10 (5.148; 5 gave 5.803).
+/// job before the checkpoint's room was counted per node log (docs/design.md, "Paced
+/// writers"): 512 MiB (about 90 nodes a checkpoint) wants 5 sections (WAF 2.249; 10 gave
+/// 2.374), 2 GiB (about 440) wants 10 (5.148; 5 gave 5.803).
 fn pace_band(bps: u64, last_nodes: u64) -> u64 {
     (PACE_SECTIONS * bps).max(last_nodes * PACE_BLOCKS_PER_NODE)
 }
