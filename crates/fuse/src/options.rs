@@ -584,6 +584,15 @@ mod tests {
     }
 
     #[test]
+    fn gc_pace_is_on_unless_turned_off() {
+        assert!(MountOptions::parse::<&str>(&[]).unwrap().gc_pace);
+        assert!(!MountOptions::parse(&["gc_pace=off"]).unwrap().gc_pace);
+        for bad in ["gc_pace=maybe", "gc_pace"] {
+            assert!(MountOptions::parse(&[bad]).is_err(), "{bad} accepted");
+        }
+    }
+
+    #[test]
     fn max_background_takes_a_count_from_1_to_1024() {
         assert_eq!(MountOptions::parse::<&str>(&[]).unwrap().max_background, 12);
         assert_eq!(

@@ -320,7 +320,6 @@ impl Fs {
             }));
         }
         v.pacer.stepped();
-        let started = std::time::Instant::now();
         let batch = u64::from(v.options.gc_batch) * bps;
         let enough =
             |ws: &WriteState| ws.segs.writable_blocks() + prefree_blocks(ws) >= start() + batch;
@@ -330,10 +329,9 @@ impl Fs {
         let mut cleaned = None;
         let tried = !contended && !enough(ws) && budget(ws) > 0;
         if tried {
+            // The wait itself is counted by the caller (`room_for`), lock and all.
             cleaned = self.clean_one(ws, Caller::Foreground, budget(ws))?;
-            let us = started.elapsed().as_micros() as u64;
             let st = &mut ws.gc.stats;
-            st.worst_wait_us = st.worst_wait_us.max(us);
             if cleaned.is_some() {
                 st.paced_steps += 1;
                 st.most_sections_one_wait = st.most_sections_one_wait.max(1);
@@ -352,10 +350,8 @@ impl Fs {
         // Below the floor, the background thread behind: write the checkpoint here, without
         // the lock, rather than clean more under it.
         if freeable && ckpt_need(v, bps) <= writable {
-            ws.cp.requests += 1;
-            ws.gc.stats.checkpoints_for_space += 1;
             return self
-                .prepare_checkpoint(ws, false)
+                .prepare_space_checkpoint(ws)
                 .map(|w| Some(Room::Checkpoint(Box::new(w))));
         }
         Ok(None)
@@ -364,10 +360,19 @@ impl Fs {
     /// Writes the checkpoint that turns prefree segments free; the segments it freed.
     fn checkpoint_for_space(&self, ws: &mut WriteState) -> Result<u64> {
         let before = ws.segs.prefree_segments();
-        ws.cp.requests += 1;
-        ws.gc.stats.checkpoints_for_space += 1;
+        count_space_checkpoint(ws);
         self.checkpoint_now(ws, false)?;
         Ok(before.saturating_sub(ws.segs.prefree_segments()))
+    }
+
+    /// Prepares, under the lock, a checkpoint that turns prefree segments free; the caller
+    /// writes it without the lock (`write_prepared`).
+    fn prepare_space_checkpoint(
+        &self,
+        ws: &mut WriteState,
+    ) -> Result<crate::durability::checkpoint::CheckpointWrites> {
+        count_space_checkpoint(ws);
+        self.prepare_checkpoint(ws, false)
     }
 
     /// Cleans one section: picks the victim, moves its valid blocks. `None` when no section
@@ -702,7 +707,7 @@ impl Fs {
         if v.options.background_gc == crate::vol::BackgroundGc::Off {
             return Ok(false);
         }
-        v.pacer.set_running(true);
+        v.pacer.mark_running();
         if v.pacer.take_wanted() {
             // Changes cleaned and go on; the checkpoint that frees it is this thread's. The
             // device's cache is flushed first, with no lock held: the checkpoint's own
@@ -736,13 +741,13 @@ impl Fs {
         let bps = u64::from(ws.segs.blocks_per_section());
         let sections = ws.segs.section_count();
         // The change reserve with its checkpoint part counted per node log (`ckpt_need`).
-        let reserve =
-            change_reserve(bps, sections, v.options.data_temp) - cp_room(bps) + ckpt_need(v, bps);
+        let ckpt = ckpt_need(v, bps);
+        let reserve = change_reserve(bps, sections, v.options.data_temp) - cp_room(bps) + ckpt;
         let high = reserve + bps * batch(sections);
         let writable = ws.segs.writable_blocks();
         let prefree = ws.segs.prefree_segments() * u64::from(BLOCKS_PER_SEG);
         let after_checkpoint = writable + prefree;
-        let budget = clean_budget(writable, ckpt_need(v, bps), bps);
+        let budget = clean_budget(writable, ckpt, bps);
         // With holes enough for a batch of rewrites (`mode=adaptive`), data needs no cleaning:
         // clean only if the node logs are short of free sections.
         let holes_enough = ws
@@ -794,9 +799,7 @@ impl Fs {
         {
             return Ok(false);
         }
-        ws.cp.requests += 1;
-        ws.gc.stats.checkpoints_for_space += 1;
-        let writes = self.prepare_checkpoint(&mut ws, false)?;
+        let writes = self.prepare_space_checkpoint(&mut ws)?;
         drop(ws);
         self.write_prepared(writes)?;
         Ok(true)
@@ -838,6 +841,12 @@ impl Fs {
         self.sync()?;
         Ok(done)
     }
+}
+
+/// A checkpoint written to turn prefree segments free, in the counters.
+fn count_space_checkpoint(ws: &mut WriteState) {
+    ws.cp.requests += 1;
+    ws.gc.stats.checkpoints_for_space += 1;
 }
 
 /// Room for a change of `blocks` blocks in the read-only layout, which nothing cleans: the

@@ -98,8 +98,10 @@ impl Pacer {
         self.running.load(std::sync::atomic::Ordering::Relaxed)
     }
 
-    pub fn set_running(&self, on: bool) {
-        self.running.store(on, std::sync::atomic::Ordering::Relaxed);
+    /// The background thread has started stepping.
+    pub fn mark_running(&self) {
+        self.running
+            .store(true, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// A change found free space short and stepped.
