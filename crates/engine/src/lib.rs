@@ -31,7 +31,7 @@ pub use cache::{DEFAULT_CACHE_BYTES, MIN_CACHE_BYTES};
 pub use check::CheckReport;
 pub use error::{Error, Result};
 pub use fs::{type_name, Attr, DirEntry, StatFs, WalkItem};
-pub use gc::{GcStats, DEFAULT_GC_BATCH};
+pub use gc::{GcStats, GcWaiter, DEFAULT_GC_BATCH};
 pub use mkfs::{mkfs, mkfs_devices, parse_features, MkfsDevice, MkfsOptions, MKFS_FEATURES};
 pub use mount::{DeviceInfo, MountInfo, VolumeInfo};
 pub use ns::edit::now as wall_clock;

@@ -55,7 +55,7 @@ pub(crate) struct Vol {
     /// cleaner queues for the write lock instead of yielding.
     pub(crate) gc_urgent: std::sync::atomic::AtomicBool,
     /// Changes ask the background cleaner's thread for checkpoints through it.
-    pub(crate) pacer: crate::gc::state::Pacer,
+    pub(crate) pacer: std::sync::Arc<crate::gc::state::Pacer>,
     /// Data blocks linked by a change whose write has not landed yet.
     pub(crate) inflight: crate::data::Inflight,
 }

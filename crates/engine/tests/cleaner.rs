@@ -102,11 +102,12 @@ fn rewrite_in_mode(
         std::thread::spawn(move || {
             while !stop.load(std::sync::atomic::Ordering::Relaxed) {
                 let worked = fs.background_gc_step().unwrap();
-                fs.background_gc_wait(std::time::Duration::from_millis(if worked {
-                    1
-                } else {
-                    20
-                }));
+                fs.background_gc_waiter()
+                    .wait(std::time::Duration::from_millis(if worked {
+                        1
+                    } else {
+                        20
+                    }));
             }
         })
     });

@@ -276,13 +276,11 @@ fn spawn_cleaner(fs: std::sync::Weak<uf2fs_engine::Fs>) {
                     return;
                 }
             };
-            // A change that asks for a checkpoint wakes it at once.
-            fs.background_gc_wait(std::time::Duration::from_millis(if worked {
-                1
-            } else {
-                50
-            }));
+            // A change that asks for a checkpoint wakes it at once. The volume is let go of
+            // while sleeping: at unmount the daemon waits to hold its last reference.
+            let waiter = fs.background_gc_waiter();
             drop(fs);
+            waiter.wait(std::time::Duration::from_millis(if worked { 1 } else { 50 }));
         });
     if let Err(e) = spawned {
         tracing::error!("background cleaner not started: {e}");

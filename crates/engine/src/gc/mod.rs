@@ -805,9 +805,12 @@ impl Fs {
         Ok(true)
     }
 
-    /// Sleeps until a change asks the background thread for a checkpoint, or `timeout`.
-    pub fn background_gc_wait(&self, timeout: std::time::Duration) {
-        self.vol().pacer.wait(timeout);
+    /// What the background thread sleeps on between steps: it wakes when a change asks it
+    /// for a checkpoint. Held apart from the volume, so that a sleeping thread does not keep
+    /// the volume alive (the daemon closes the image at unmount once it holds the last
+    /// reference).
+    pub fn background_gc_waiter(&self) -> GcWaiter {
+        GcWaiter(self.vol().pacer.clone())
     }
 
     /// Cleans up to `sections` sections now (or until no victim is left), then writes a
@@ -906,5 +909,15 @@ impl Policy {
         [Policy::Greedy, Policy::CostBenefit, Policy::AgeThreshold]
             .into_iter()
             .find(|p| p.name() == s)
+    }
+}
+
+/// The background cleaner's sleep (`Fs::background_gc_waiter`).
+pub struct GcWaiter(std::sync::Arc<state::Pacer>);
+
+impl GcWaiter {
+    /// Sleeps until a change asks the background thread for a checkpoint, or `timeout`.
+    pub fn wait(&self, timeout: std::time::Duration) {
+        self.0.wait(timeout);
     }
 }
