@@ -35,3 +35,13 @@ have cargo || { echo "setup: cargo not found: install the Rust toolchain (rustup
 rustup component list --installed 2>/dev/null | grep -q '^rustfmt' || rustup component add rustfmt clippy
 have cargo-deb || cargo install --locked cargo-deb   # scripts/deb.sh: the Debian package
 have cargo-nextest || cargo install --locked cargo-nextest
+
+# FUSE over io_uring (Linux 6.14+): the kernel offers it to FUSE daemons only while the fuse
+# module's enable_uring parameter is on. uf2fs then serves per-CPU queues instead of
+# /dev/fuse (docs/design.md, "FUSE over io_uring"); daemons that do not ask keep /dev/fuse.
+# Kernels without the parameter are left as they are.
+uring=/sys/module/fuse/parameters/enable_uring
+[ -e "$uring" ] || modprobe fuse 2>/dev/null || true
+if [ -w "$uring" ] && [ "$(cat "$uring")" != Y ]; then
+  echo Y > "$uring" && echo "setup: turned on FUSE over io_uring ($uring)" >&2
+fi

@@ -254,6 +254,9 @@ fn print_status(out: &mut impl Write, v: &Value) -> std::io::Result<()> {
         "              {} requests served by a checkpoint begun after them (merged)",
         n("/checkpoints/merged")
     )?;
+    if let Some(t) = v.get("transport").and_then(Value::as_str) {
+        writeln!(out, "transport:    {t}")?;
+    }
     if v.get("fsync_requests").is_some() {
         writeln!(
             out,

@@ -45,6 +45,8 @@ pub struct MountStatus {
     /// Why the volume is read-only, when it is.
     pub read_only_reason: Option<String>,
     pub fsync_requests: u64,
+    /// How requests reach the daemon: `/dev/fuse`, or io_uring queues and threads per queue.
+    pub transport: String,
     pub log: Log,
     #[serde(flatten)]
     pub volume: uf2fs_engine::Status,
@@ -168,6 +170,7 @@ pub fn serve(
     };
     config.n_threads = Some(opts.threads);
     config.clone_fd = true;
+    config.io_uring_yield = opts.io_uring_yield;
 
     let volume = ops::Volume::new(fs.clone(), opts.clone());
     let counters = volume.counters();
@@ -177,6 +180,17 @@ pub fn serve(
         format!("mounting on {}: {e}", mountpoint.display())
     })?;
     let _ = notifier_slot.set(session.notifier());
+    let transport = match session.io_uring_queues() {
+        Some((queues, per_queue, yielding)) => format!(
+            "io_uring, {queues} queues x {per_queue} threads{}",
+            if yielding {
+                ", yielding the CPU after replies"
+            } else {
+                ""
+            }
+        ),
+        None => "/dev/fuse".to_string(),
+    };
     widen_readahead(&mountpoint);
     let unmounter = Arc::new(control::Unmounter::new(&mountpoint));
 
@@ -185,6 +199,7 @@ pub fn serve(
     let status = {
         let fs = Arc::downgrade(&fs);
         let (image, mountpoint, opts) = (image.clone(), mountpoint.clone(), opts.clone());
+        let transport = transport.clone();
         let reason = read_only_reason.clone();
         move || -> Result<MountStatus, String> {
             Ok(MountStatus {
@@ -194,6 +209,7 @@ pub fn serve(
                 mount_options: opts.clone(),
                 read_only_reason: reason.clone(),
                 fsync_requests: counters.load(std::sync::atomic::Ordering::Relaxed),
+                transport: transport.clone(),
                 log: log.clone(),
                 volume: fs
                     .upgrade()
@@ -280,7 +296,11 @@ fn spawn_cleaner(fs: std::sync::Weak<uf2fs_engine::Fs>) {
             // while sleeping: at unmount the daemon waits to hold its last reference.
             let waiter = fs.background_gc_waiter();
             drop(fs);
-            waiter.wait(std::time::Duration::from_millis(if worked { 1 } else { 50 }));
+            waiter.wait(std::time::Duration::from_millis(if worked {
+                1
+            } else {
+                50
+            }));
         });
     if let Err(e) = spawned {
         tracing::error!("background cleaner not started: {e}");

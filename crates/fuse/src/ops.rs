@@ -563,6 +563,15 @@ impl Filesystem for Volume {
         } else {
             tracing::info!("the kernel does not offer FUSE_HANDLE_KILLPRIV_V2");
         }
+        // OVER_IO_URING: requests come through per-CPU io_uring queues (vendor/fuser's
+        // uring.rs); offered only when the `fuse` module's `enable_uring` is on.
+        if self.opts.io_uring
+            && config
+                .add_capabilities(InitFlags::FUSE_OVER_IO_URING)
+                .is_err()
+        {
+            tracing::info!("the kernel does not offer FUSE_OVER_IO_URING (fuse.enable_uring off)");
+        }
         // WRITEBACK_CACHE: the kernel keeps written pages, size and times and sends them in
         // runs (docs/design.md, "The writeback cache", for what the daemon does about it).
         if self.opts.writeback_cache && !self.opts.read_only {

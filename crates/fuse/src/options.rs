@@ -95,6 +95,15 @@ pub struct MountOptions {
     /// write(2). Off, every write is a request and errors such as ENOSPC come from write(2)
     /// itself rather than from close or fsync (docs/design.md, "The writeback cache").
     pub writeback_cache: bool,
+    /// FUSE over io_uring (`io_uring`, the default, or `noio_uring`): when the kernel offers
+    /// it (Linux 6.14+, `fuse` module parameter `enable_uring` on), requests come through one
+    /// queue per CPU served by threads on that CPU instead of through /dev/fuse
+    /// (docs/design.md, "FUSE over io_uring"). Without the kernel's offer, /dev/fuse as before.
+    pub io_uring: bool,
+    /// With io_uring: serving threads wait in SCHED_IDLE after each reply, so that the caller
+    /// they wake stays on its CPU and its next request lands on the same queue
+    /// (`io_uring_yield`, the default, or `noio_uring_yield`; docs/design.md).
+    pub io_uring_yield: bool,
     /// Generic flags passed on to the kernel's mount (nodev, nosuid, noexec, noatime...).
     pub flags: Vec<String>,
     /// The other devices of a multi-device volume, in the volume's order after the image
@@ -135,6 +144,8 @@ impl Default for MountOptions {
             threads: DEFAULT_THREADS,
             max_background: DEFAULT_MAX_BACKGROUND,
             writeback_cache: true,
+            io_uring: true,
+            io_uring_yield: true,
             flags: Vec::new(),
             devices: Vec::new(),
             compress: CompressOptions::default(),
@@ -346,6 +357,10 @@ impl MountOptions {
             ("nocheckpoint_merge", None) => self.checkpoint_merge = false,
             ("writeback_cache", None) => self.writeback_cache = true,
             ("nowriteback_cache", None) => self.writeback_cache = false,
+            ("io_uring", None) => self.io_uring = true,
+            ("noio_uring", None) => self.io_uring = false,
+            ("io_uring_yield", None) => self.io_uring_yield = true,
+            ("noio_uring_yield", None) => self.io_uring_yield = false,
             ("mode", Some(v)) => {
                 self.mode = match v {
                     "adaptive" => AllocMode::Adaptive,
@@ -387,6 +402,10 @@ impl MountOptions {
                 | "nocheckpoint_merge"
                 | "writeback_cache"
                 | "nowriteback_cache"
+                | "io_uring"
+                | "noio_uring"
+                | "io_uring_yield"
+                | "noio_uring_yield"
                 | "inline_data"
                 | "noinline_data"
                 | "inline_dentry"

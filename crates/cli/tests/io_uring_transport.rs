@@ -1,0 +1,195 @@
+//! FUSE over io_uring (vendor/fuser/src/uring.rs): with the kernel's offer on, the daemon
+//! serves one queue per CPU, and everything a program does reaches the image exactly as over
+//! /dev/fuse. Requests are sent from each CPU in turn so that every queue carries some, with
+//! payloads from nothing to 1 MiB (the largest a queue's buffer takes) and errors; the image
+//! is then read with nothing mounted and judged by fsck.f2fs. `noio_uring` keeps /dev/fuse.
+//!
+//! The kernel offers io_uring only when the `fuse` module's `enable_uring` parameter is on
+//! (scripts/setup.sh turns it on where the kernel has it). On a kernel without the parameter
+//! (before Linux 6.14) the io_uring test says so and checks only that /dev/fuse is used.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic,
+    reason = "test code: a panic is the failure report"
+)]
+
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use uf2fs_testkit::{assert_fsck_clean, run, scratch, Mount, Rng};
+
+const ENABLE: &str = "/sys/module/fuse/parameters/enable_uring";
+
+fn bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_uf2fs"))
+}
+
+fn mkfs(img: &Path, size: &str) {
+    run(Command::new(bin())
+        .arg("mkfs")
+        .arg(img)
+        .arg("--size")
+        .arg(size));
+}
+
+fn transport(mnt: &Path) -> String {
+    let st = run(Command::new(bin()).arg("status").arg("--json").arg(mnt));
+    let v: serde_json::Value = serde_json::from_str(&st).unwrap();
+    v["transport"].as_str().unwrap().to_string()
+}
+
+fn cat(img: &Path, path: &str) -> Vec<u8> {
+    let out = Command::new(bin())
+        .arg("cat")
+        .arg(img)
+        .arg(path)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "uf2fs cat {path}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+}
+
+fn cpus() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// Runs `f` on a thread pinned to `cpu`, so that its requests go to that CPU's queue.
+fn on_cpu<T: Send>(cpu: usize, f: impl FnOnce() -> T + Send) -> T {
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let mut set = rustix::thread::CpuSet::new();
+            set.set(cpu);
+            rustix::thread::sched_setaffinity(None, &set).unwrap();
+            f()
+        })
+        .join()
+        .unwrap()
+    })
+}
+
+/// Files of 0 bytes to 3 MiB written with one write(2) each (the largest arrive as 1 MiB
+/// requests), a directory of many names (readdir replies fill their buffers), renames,
+/// xattrs and the errors of missing names, each from every CPU in turn; what the mount shows
+/// and what the image holds afterwards are the model.
+fn workload(mnt: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut rng = Rng::new(7);
+    let mut files = Vec::new();
+    let sizes = [0usize, 1, 4095, 4096, 65_537, 1 << 20, (3 << 20) + 123];
+    for cpu in 0..cpus() {
+        let dir = mnt.join(format!("cpu{cpu}"));
+        let written = on_cpu(cpu, || {
+            std::fs::create_dir(&dir).unwrap();
+            let mut written = Vec::new();
+            for (i, &size) in sizes.iter().enumerate() {
+                let data = rng.bytes(size);
+                let name = format!("cpu{cpu}/f{i}");
+                std::fs::write(mnt.join(&name), &data).unwrap();
+                assert_eq!(std::fs::read(mnt.join(&name)).unwrap(), data, "{name}");
+                written.push((name, data));
+            }
+            for n in 0..300 {
+                std::fs::write(
+                    dir.join(format!("small-{n:04}-{}", "x".repeat(n % 200))),
+                    b"s",
+                )
+                .unwrap();
+            }
+            let listed = std::fs::read_dir(&dir).unwrap().count();
+            assert_eq!(
+                listed,
+                sizes.len() + 300,
+                "entries listed in {}",
+                dir.display()
+            );
+            std::fs::rename(dir.join("f1"), dir.join("renamed")).unwrap();
+            let (_, data) = written.remove(1);
+            written.push((format!("cpu{cpu}/renamed"), data));
+            rustix::fs::setxattr(
+                dir.join("renamed").as_path(),
+                "user.cpu",
+                cpu.to_string().as_bytes(),
+                rustix::fs::XattrFlags::empty(),
+            )
+            .unwrap();
+            let mut value = [0u8; 16];
+            let n = rustix::fs::getxattr(dir.join("renamed").as_path(), "user.cpu", &mut value)
+                .unwrap();
+            assert_eq!(&value[..n], cpu.to_string().as_bytes());
+            let missing = std::fs::metadata(dir.join("no-such-name")).unwrap_err();
+            assert_eq!(
+                missing.raw_os_error(),
+                Some(libc_enoent()),
+                "a missing name"
+            );
+            assert_eq!(
+                std::fs::metadata(mnt.join(&written[0].0)).unwrap().size(),
+                0
+            );
+            written
+        });
+        files.extend(written);
+    }
+    files
+}
+
+fn libc_enoent() -> i32 {
+    rustix::io::Errno::NOENT.raw_os_error()
+}
+
+fn check_image(img: &Path, files: &[(String, Vec<u8>)]) {
+    for (name, data) in files {
+        assert!(cat(img, name) == *data, "{name} as the image holds it");
+    }
+    assert_fsck_clean(img);
+}
+
+#[test]
+fn requests_from_every_cpu_travel_through_the_io_uring_queues() {
+    if !Path::new(ENABLE).exists() {
+        eprintln!("this kernel has no FUSE over io_uring ({ENABLE} is missing): not tested");
+        return;
+    }
+    // The offer is the kernel's, for every FUSE daemon that asks; turning it on is what
+    // scripts/setup.sh does on a machine that runs these tests.
+    std::fs::write(ENABLE, "Y").unwrap();
+    let dir = scratch("io-uring");
+    let img = dir.join("img");
+    mkfs(&img, "256M");
+    let mnt = dir.join("mnt");
+    let m = Mount::new(&bin(), &img, &mnt, &[]);
+    let t = transport(&mnt);
+    assert!(
+        t.starts_with(&format!("io_uring, {} queues", cpus())),
+        "transport: {t}"
+    );
+    let files = workload(&mnt);
+    m.umount();
+    check_image(&img, &files);
+
+    // The image mounts again (the ring's teardown left nothing behind) and reads the same.
+    let m = Mount::new(&bin(), &img, &mnt, &[]);
+    for (name, data) in &files {
+        assert!(std::fs::read(mnt.join(name)).unwrap() == *data, "{name}");
+    }
+    m.umount();
+}
+
+#[test]
+fn noio_uring_keeps_dev_fuse() {
+    let dir = scratch("no-io-uring");
+    let img = dir.join("img");
+    mkfs(&img, "256M");
+    let mnt = dir.join("mnt");
+    let m = Mount::new(&bin(), &img, &mnt, &["noio_uring"]);
+    assert_eq!(transport(&mnt), "/dev/fuse");
+    let files = workload(&mnt);
+    m.umount();
+    check_image(&img, &files);
+}

@@ -1,0 +1,389 @@
+//! FUSE over io_uring (uf2fs addition; Linux 6.14 and later, with the `fuse` module's
+//! `enable_uring` parameter on).
+//!
+//! The kernel keeps one queue of requests per possible CPU and puts a request on the queue of
+//! the CPU its caller runs on. Each queue is served here by threads pinned to that CPU, each
+//! with its own io_uring and one registered entry: a header buffer and a payload buffer the
+//! kernel fills with a request. The thread decodes the request, runs the same dispatch as the
+//! `/dev/fuse` loop and commits the reply with the next fetch in one submission. Caller and
+//! server share a CPU, so a request costs two context switches on it instead of two
+//! cross-CPU wake-ups (which dominate small-file workloads in a virtual machine).
+//!
+//! Forgets, interrupts and notifications still travel over `/dev/fuse`; the session keeps one
+//! thread there. Until every queue has an entry the kernel holds new requests back, so the
+//! threads register as soon as the session runs; if a registration fails the kernel goes back
+//! to `/dev/fuse` for good and the ring threads end.
+//!
+//! Layout facts (include/uapi/linux/fuse.h): the header buffer is `fuse_uring_req_header`,
+//! 128 bytes for the in/out header, 128 for the operation's own header, then
+//! `fuse_uring_ent_in_out` (flags, commit id, payload size). The command in the SQE128's
+//! 80-byte area is `fuse_uring_cmd_req` (flags, commit id, queue id).
+
+use std::io;
+use std::io::IoSlice;
+use std::os::fd::RawFd;
+use std::sync::Arc;
+use std::sync::Condvar;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use io_uring::IoUring;
+use io_uring::cqueue;
+use io_uring::opcode;
+use io_uring::squeue;
+use io_uring::types;
+use log::debug;
+use log::warn;
+
+use crate::Filesystem;
+use crate::KernelConfig;
+use crate::request::RequestWithSender;
+use crate::session::SessionEventLoop;
+
+const REGISTER: u32 = 1;
+const COMMIT_AND_FETCH: u32 = 2;
+
+/// `sizeof(struct fuse_uring_req_header)`.
+const HEADER_LEN: usize = 288;
+const OP_IN: usize = 128;
+const ENT_IN_OUT: usize = 256;
+const IN_HEADER_LEN: usize = 40;
+const OUT_HEADER_LEN: usize = 16;
+/// Room before the payload for the in-header and the largest operation header, so that a
+/// request lies in one piece in front of its payload without copying the payload.
+const PREFIX: usize = IN_HEADER_LEN + 128;
+/// Where the data area starts in an entry's allocation (the header buffer comes first).
+const DATA_AT: usize = 512;
+
+/// What the session needs to start the ring threads.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Plan {
+    /// Queues the kernel keeps: one per possible CPU.
+    pub(crate) queues: usize,
+    /// Payload buffer per entry: at least the kernel's largest request or reply.
+    pub(crate) payload: usize,
+    /// Threads serving each queue.
+    pub(crate) per_queue: usize,
+    /// Serving threads wait in SCHED_IDLE after each reply (see `serve`).
+    pub(crate) yield_cpu: bool,
+}
+
+impl Plan {
+    /// The plan for this machine and the negotiated sizes, after checking that an io_uring
+    /// with 128-byte submissions can be made here (a seccomp filter or an old kernel would
+    /// refuse it, and the kernel must not be told we serve a ring we cannot open).
+    pub(crate) fn new(config: &KernelConfig, session: &crate::Config) -> io::Result<Plan> {
+        let queues = possible_cpus()?;
+        let page = page_size::get();
+        let payload = 8192
+            .max(config.max_write as usize)
+            .max(usize::from(config.max_pages()) * page);
+        IoUring::<squeue::Entry128, cqueue::Entry>::builder()
+            .setup_single_issuer()
+            .setup_defer_taskrun()
+            .build(2)?;
+        let per_queue = session.n_threads.unwrap_or(1).div_ceil(queues).max(1);
+        let yield_cpu = session.io_uring_yield && can_yield();
+        if session.io_uring_yield && !yield_cpu {
+            warn!("io_uring: cannot return from SCHED_IDLE here (no CAP_SYS_NICE); not yielding");
+        }
+        Ok(Plan {
+            queues,
+            payload,
+            per_queue,
+            yield_cpu,
+        })
+    }
+}
+
+/// The number of possible CPUs, as the kernel counts its queues (`num_possible_cpus`).
+fn possible_cpus() -> io::Result<usize> {
+    let text = std::fs::read_to_string("/sys/devices/system/cpu/possible")?;
+    let bad = || io::Error::new(io::ErrorKind::InvalidData, format!("cpu list {text:?}"));
+    let mut count = 0usize;
+    for part in text.trim().split(',') {
+        let (lo, hi) = match part.split_once('-') {
+            Some((a, b)) => (a.parse::<usize>(), b.parse::<usize>()),
+            None => (part.parse::<usize>(), part.parse::<usize>()),
+        };
+        let (lo, hi) = (lo.map_err(|_| bad())?, hi.map_err(|_| bad())?);
+        if hi < lo {
+            return Err(bad());
+        }
+        count += hi - lo + 1;
+    }
+    if count == 0 || count > 4096 {
+        return Err(bad());
+    }
+    Ok(count)
+}
+
+/// The reply to one ring request, filled by the dispatch (through `ReplySender::Ring`) and
+/// taken by the queue's thread to commit.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct RingReply(Arc<(Mutex<Option<Vec<u8>>>, Condvar)>);
+
+impl RingReply {
+    pub(crate) fn put(&self, data: &[IoSlice<'_>]) {
+        let mut bytes = Vec::with_capacity(data.iter().map(|s| s.len()).sum());
+        for s in data {
+            bytes.extend_from_slice(s);
+        }
+        let (lock, ready) = &*self.0;
+        if let Ok(mut slot) = lock.lock() {
+            *slot = Some(bytes);
+            ready.notify_all();
+        }
+    }
+
+    /// The reply, waiting for it if the filesystem sends it from elsewhere.
+    fn take(&self) -> Option<Vec<u8>> {
+        let (lock, ready) = &*self.0;
+        let mut slot = lock.lock().ok()?;
+        loop {
+            if let Some(bytes) = slot.take() {
+                return Some(bytes);
+            }
+            let (next, timeout) = ready.wait_timeout(slot, Duration::from_secs(10)).ok()?;
+            slot = next;
+            if timeout.timed_out() {
+                warn!("io_uring: still waiting for a reply after 10 s");
+            }
+        }
+    }
+}
+
+/// One registered entry: the header buffer and the data area (prefix and payload) in one
+/// 8-byte-aligned allocation that stays put while the ring lives.
+struct Entry {
+    mem: Box<[u64]>,
+    iov: Box<[libc::iovec; 2]>,
+    payload: usize,
+}
+
+impl Entry {
+    fn new(payload: usize) -> Entry {
+        let words = (DATA_AT + PREFIX + payload).div_ceil(8);
+        let mut mem = vec![0u64; words].into_boxed_slice();
+        let base = mem.as_mut_ptr().cast::<u8>();
+        // SAFETY: both offsets lie inside `mem` (DATA_AT + PREFIX + payload <= words * 8).
+        let iov = Box::new(unsafe {
+            [
+                libc::iovec {
+                    iov_base: base.cast(),
+                    iov_len: HEADER_LEN,
+                },
+                libc::iovec {
+                    iov_base: base.add(DATA_AT + PREFIX).cast(),
+                    iov_len: payload,
+                },
+            ]
+        });
+        Entry { mem, iov, payload }
+    }
+
+    fn bytes(&mut self) -> &mut [u8] {
+        let len = self.mem.len() * 8;
+        // SAFETY: the allocation is `len` bytes of initialised u64s, viewed as bytes; the
+        // kernel writes into it only inside io_uring_enter on this thread.
+        unsafe { std::slice::from_raw_parts_mut(self.mem.as_mut_ptr().cast::<u8>(), len) }
+    }
+}
+
+fn u32_at(b: &[u8], at: usize) -> u32 {
+    let mut w = [0u8; 4];
+    w.copy_from_slice(&b[at..at + 4]);
+    u32::from_le_bytes(w)
+}
+
+fn u64_at(b: &[u8], at: usize) -> u64 {
+    let mut w = [0u8; 8];
+    w.copy_from_slice(&b[at..at + 8]);
+    u64::from_le_bytes(w)
+}
+
+/// A `FUSE_IO_URING_CMD_*` submission for queue `qid`.
+fn command(fd: RawFd, op: u32, qid: u16, commit_id: u64, iov: Option<u64>, tag: u64) -> squeue::Entry128 {
+    let mut cmd = [0u8; 80];
+    cmd[8..16].copy_from_slice(&commit_id.to_le_bytes());
+    cmd[16..18].copy_from_slice(&qid.to_le_bytes());
+    let mut b = opcode::UringCmd80::new(types::Fd(fd), op).cmd(cmd);
+    if let Some(addr) = iov {
+        b = b.addr(Some(addr));
+    }
+    let sqe = b.build().user_data(tag);
+    if iov.is_none() {
+        return sqe;
+    }
+    // A registration names two iovecs (header, payload) in `len`, which the builder does not
+    // set: the SQE is `io_uring_sqe` (repr C, 128 bytes with SQE128), `len` at offset 24.
+    // SAFETY: Entry128 is a repr(C) 128-byte plain-data struct.
+    let mut raw: [u8; 128] = unsafe { std::mem::transmute(sqe) };
+    raw[24..28].copy_from_slice(&2u32.to_le_bytes());
+    // SAFETY: same layout back; every bit pattern of an SQE is a valid Entry128.
+    unsafe { std::mem::transmute::<[u8; 128], squeue::Entry128>(raw) }
+}
+
+/// Pins this thread to `cpu`; a failure only costs locality.
+fn pin_to(cpu: usize) {
+    // SAFETY: a zeroed cpu_set_t is a valid empty set; CPU_SET and sched_setaffinity take
+    // pointers to it that live for the calls.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+            debug!("io_uring queue {cpu}: not pinned: {}", io::Error::last_os_error());
+        }
+    }
+}
+
+/// Errors that mean the connection is gone (unmounted or aborted), not a fault.
+fn is_teardown(errno: i32) -> bool {
+    matches!(
+        errno,
+        libc::ENOTCONN | libc::ECONNABORTED | libc::ECANCELED | libc::ENODEV
+    )
+}
+
+/// Serves queue `qid` with one entry until the connection ends.
+pub(crate) fn serve<FS: Filesystem>(
+    se: &SessionEventLoop<FS>,
+    fd: RawFd,
+    qid: usize,
+    plan: Plan,
+) -> io::Result<()> {
+    pin_to(qid);
+    let q = u16::try_from(qid).map_err(|_| io::Error::other("queue id"))?;
+    let mut ring = IoUring::<squeue::Entry128, cqueue::Entry>::builder()
+        .setup_single_issuer()
+        .setup_defer_taskrun()
+        .build(4)?;
+    let mut ent = Entry::new(plan.payload);
+    let register = |ring: &mut IoUring<squeue::Entry128, cqueue::Entry>, ent: &Entry| {
+        let sqe = command(fd, REGISTER, q, 0, Some(ent.iov.as_ptr() as u64), 0);
+        // SAFETY: the iovecs and the buffers they name live in `ent` until the ring is dropped.
+        unsafe { ring.submission().push(&sqe) }.map_err(|_| io::Error::other("SQ full"))
+    };
+    register(&mut ring, &ent)?;
+    let mut registered = true;
+    let mut idle = false;
+    loop {
+        match ring.submit_and_wait(1) {
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        }
+        let Some(cqe) = ring.completion().next() else {
+            continue;
+        };
+        let res = cqe.result();
+        if res < 0 {
+            let errno = -res;
+            if is_teardown(errno) {
+                debug!("io_uring queue {qid}: connection closed");
+                return Ok(());
+            }
+            if registered {
+                // The kernel refused the registration and went back to /dev/fuse.
+                return Err(io::Error::from_raw_os_error(errno));
+            }
+            // A commit the kernel refused: the entry is gone; register it again.
+            warn!("io_uring queue {qid}: commit failed: {}", io::Error::from_raw_os_error(errno));
+            register(&mut ring, &ent)?;
+            registered = true;
+            continue;
+        }
+        registered = false;
+        if idle {
+            idle = !set_idle(false);
+        }
+        let commit_id = handle(se, &mut ent);
+        let sqe = command(fd, COMMIT_AND_FETCH, q, commit_id, None, 0);
+        // SAFETY: as for the registration; the commit reuses the registered buffers.
+        unsafe { ring.submission().push(&sqe) }.map_err(|_| io::Error::other("SQ full"))?;
+        if plan.yield_cpu {
+            // The commit wakes the caller. The scheduler puts a woken task on an idle CPU
+            // rather than on a busy one, and this thread is busy until it waits again: the
+            // caller would hop to the other CPU (a cross-CPU wake-up, and its next request on
+            // the other queue) at every reply. A CPU that runs only SCHED_IDLE tasks counts as
+            // free, so the caller stays here and runs at once; this thread takes its normal
+            // policy back as soon as the next request arrives.
+            idle = set_idle(true);
+        }
+    }
+}
+
+/// Decodes the request in `ent`, dispatches it and leaves the reply in `ent`; returns the
+/// commit id.
+fn handle<FS: Filesystem>(se: &SessionEventLoop<FS>, ent: &mut Entry) -> u64 {
+    let payload_cap = ent.payload;
+    let b = ent.bytes();
+    let len = u32_at(b, 0) as usize;
+    let unique = u64_at(b, 8);
+    let commit_id = u64_at(b, ENT_IN_OUT + 8);
+    let payload = u32_at(b, ENT_IN_OUT + 16) as usize;
+    let op_len = len.checked_sub(IN_HEADER_LEN + payload);
+    let reply = match op_len {
+        Some(op_len) if op_len <= 128 && op_len % 8 == 0 && payload <= payload_cap => {
+            // Lay the request out in one piece: in-header and operation header just before
+            // the payload the kernel wrote at DATA_AT + PREFIX.
+            let start = DATA_AT + PREFIX - IN_HEADER_LEN - op_len;
+            b.copy_within(0..IN_HEADER_LEN, start);
+            b.copy_within(OP_IN..OP_IN + op_len, start + IN_HEADER_LEN);
+            let slot = RingReply::default();
+            let request = &b[start..DATA_AT + PREFIX + payload];
+            match RequestWithSender::new(se.ch.sender(), request) {
+                Some(mut req) => {
+                    req.ring = Some(slot.clone());
+                    if let Ok(crate::ll::Operation::Destroy(_)) = req.request.operation() {
+                        slot.put(&[IoSlice::new(&error_header(unique, 0))]);
+                    } else {
+                        req.dispatch(se);
+                    }
+                    slot.take()
+                }
+                None => None,
+            }
+        }
+        _ => None,
+    };
+    let reply = match reply {
+        Some(r) if r.len() >= OUT_HEADER_LEN && r.len() - OUT_HEADER_LEN <= payload_cap => r,
+        Some(_) => error_header(unique, -libc::EIO).to_vec(),
+        None => {
+            warn!("io_uring: malformed request (length {len}, payload {payload})");
+            error_header(unique, -libc::EIO).to_vec()
+        }
+    };
+    let body = reply.len() - OUT_HEADER_LEN;
+    b[..OUT_HEADER_LEN].copy_from_slice(&reply[..OUT_HEADER_LEN]);
+    b[DATA_AT + PREFIX..DATA_AT + PREFIX + body].copy_from_slice(&reply[OUT_HEADER_LEN..]);
+    b[ENT_IN_OUT + 16..ENT_IN_OUT + 20].copy_from_slice(&(body as u32).to_le_bytes());
+    commit_id
+}
+
+/// A `fuse_out_header` with no body.
+fn error_header(unique: u64, error: i32) -> [u8; OUT_HEADER_LEN] {
+    let mut h = [0u8; OUT_HEADER_LEN];
+    h[0..4].copy_from_slice(&(OUT_HEADER_LEN as u32).to_le_bytes());
+    h[4..8].copy_from_slice(&error.to_le_bytes());
+    h[8..16].copy_from_slice(&unique.to_le_bytes());
+    h
+}
+
+/// Puts this thread in SCHED_IDLE or back in SCHED_OTHER; true if the kernel agreed.
+fn set_idle(idle: bool) -> bool {
+    let param = libc::sched_param { sched_priority: 0 };
+    let policy = if idle { libc::SCHED_IDLE } else { libc::SCHED_OTHER };
+    // SAFETY: `param` lives for the call; pid 0 is the calling thread.
+    unsafe { libc::sched_setscheduler(0, policy, &param) == 0 }
+}
+
+/// Whether a thread here may go to SCHED_IDLE and come back: coming back needs
+/// CAP_SYS_NICE or an RLIMIT_NICE of 20, so an unprivileged daemon without them must never
+/// leave SCHED_OTHER. Tried on a thread of its own.
+fn can_yield() -> bool {
+    std::thread::spawn(|| set_idle(true) && set_idle(false))
+        .join()
+        .unwrap_or(false)
+}
