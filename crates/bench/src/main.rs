@@ -33,6 +33,7 @@
 //! `victim_pick.rs`).
 
 mod compress;
+mod fuse_rt;
 mod greedy;
 mod io;
 mod splitmix;
@@ -122,6 +123,9 @@ enum Cmd {
     /// The I/O path: fio and small-file tree workloads on the raw file, a uf2fs FUSE mount,
     /// ext4 on a loop device and the engine in-process, side by side (issue 14).
     Io(Box<io::IoArgs>),
+    /// What one FUSE round trip costs over /dev/fuse and io_uring (with and without the
+    /// serving threads yielding their CPU), free, pinned and against busy loops (issue 14).
+    FuseRt(Box<fuse_rt::FuseRtArgs>),
     /// Reading compressed images (Linux-written, every algorithm) against the same tree
     /// uncompressed: extract and FUSE reads, with the space Linux saved (issue 15).
     Compress(Box<compress::CompressArgs>),
@@ -622,6 +626,12 @@ fn main() {
         Cmd::Io(args) => {
             if let Err(e) = io::run(&args) {
                 eprintln!("io: {e}");
+                std::process::exit(1);
+            }
+        }
+        Cmd::FuseRt(args) => {
+            if let Err(e) = fuse_rt::run(&args) {
+                eprintln!("fuse-rt: {e}");
                 std::process::exit(1);
             }
         }

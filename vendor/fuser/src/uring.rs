@@ -40,6 +40,8 @@ use crate::KernelConfig;
 use crate::request::RequestWithSender;
 use crate::session::SessionEventLoop;
 
+const READ: u32 = 15;
+const WRITE: u32 = 16;
 const REGISTER: u32 = 1;
 const COMMIT_AND_FETCH: u32 = 2;
 
@@ -118,38 +120,111 @@ fn possible_cpus() -> io::Result<usize> {
     Ok(count)
 }
 
-/// The reply to one ring request, filled by the dispatch (through `ReplySender::Ring`) and
-/// taken by the queue's thread to commit.
+/// The reply to a ring request, filled by the dispatch (through `ReplySender::Ring`) and
+/// taken by the queue's thread to commit. One per serving thread, reused from request to
+/// request, so that a large reply (a 1 MiB READ) costs a copy and no allocation.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct RingReply(Arc<(Mutex<Option<Vec<u8>>>, Condvar)>);
+pub(crate) struct RingReply(Arc<(Mutex<Pending>, Condvar)>);
+
+#[derive(Debug, Default)]
+pub(crate) struct Pending {
+    /// Where a reply may go straight away (see `Target`), while one is expected.
+    target: Option<Target>,
+    /// The reply went to `target`: the length of its body.
+    direct_len: Option<usize>,
+    /// Otherwise the reply's bytes, out-header first.
+    bytes: Vec<u8>,
+    ready: bool,
+}
+
+/// The entry's out-header and payload buffer, for a request whose bytes lie elsewhere (no
+/// payload: READ, GETATTR, READDIR...), so that the reply is copied once, into the buffer the
+/// kernel reads, instead of into `bytes` first.
+#[derive(Debug, Clone, Copy)]
+struct Target {
+    header: *mut u8,
+    body: *mut u8,
+    cap: usize,
+}
+
+// SAFETY: the pointers are only written through while the serving thread waits in `take` for
+// the reply, and it clears them before it touches the buffers again; the `Mutex` orders the
+// writes before that.
+unsafe impl Send for Pending {}
 
 impl RingReply {
     pub(crate) fn put(&self, data: &[IoSlice<'_>]) {
-        let mut bytes = Vec::with_capacity(data.iter().map(|s| s.len()).sum());
-        for s in data {
-            bytes.extend_from_slice(s);
-        }
         let (lock, ready) = &*self.0;
-        if let Ok(mut slot) = lock.lock() {
-            *slot = Some(bytes);
+        if let Ok(mut p) = lock.lock() {
+            let total: usize = data.iter().map(|s| s.len()).sum();
+            match p.target {
+                Some(t) if total >= OUT_HEADER_LEN && total - OUT_HEADER_LEN <= t.cap => {
+                    // `at` counts the reply's bytes so far: the first OUT_HEADER_LEN go to
+                    // the header, the rest to the body.
+                    let mut at = 0usize;
+                    for s in data {
+                        let head = OUT_HEADER_LEN.saturating_sub(at).min(s.len());
+                        let (to_header, to_body) = s.split_at(head);
+                        let body_at = (at + head).saturating_sub(OUT_HEADER_LEN);
+                        // SAFETY: at + head <= OUT_HEADER_LEN (inside the header), and
+                        // body_at + to_body.len() <= total - OUT_HEADER_LEN <= t.cap.
+                        unsafe {
+                            std::ptr::copy_nonoverlapping(to_header.as_ptr(), t.header.add(at), head);
+                            std::ptr::copy_nonoverlapping(
+                                to_body.as_ptr(),
+                                t.body.add(body_at),
+                                to_body.len(),
+                            );
+                        }
+                        at += s.len();
+                    }
+                    p.direct_len = Some(total - OUT_HEADER_LEN);
+                }
+                _ => {
+                    p.bytes.clear();
+                    for s in data {
+                        p.bytes.extend_from_slice(s);
+                    }
+                    p.direct_len = None;
+                }
+            }
+            p.target = None;
+            p.ready = true;
             ready.notify_all();
         }
     }
 
-    /// The reply, waiting for it if the filesystem sends it from elsewhere.
-    fn take(&self) -> Option<Vec<u8>> {
+    fn expect(&self, target: Option<Target>) {
+        if let Ok(mut p) = self.0.0.lock() {
+            p.target = target;
+            p.ready = false;
+        }
+    }
+
+    /// Waits for the reply (the filesystem may send it from another thread) and hands it to
+    /// `f`: the body's length if it went straight to the entry, else its bytes. None if the
+    /// lock was poisoned.
+    fn take<T>(&self, f: impl FnOnce(Result<usize, &[u8]>) -> T) -> Option<T> {
         let (lock, ready) = &*self.0;
-        let mut slot = lock.lock().ok()?;
-        loop {
-            if let Some(bytes) = slot.take() {
-                return Some(bytes);
-            }
-            let (next, timeout) = ready.wait_timeout(slot, Duration::from_secs(10)).ok()?;
-            slot = next;
-            if timeout.timed_out() {
+        let mut p = lock.lock().ok()?;
+        while !p.ready {
+            let (next, timeout) = ready.wait_timeout(p, Duration::from_secs(10)).ok()?;
+            p = next;
+            if timeout.timed_out() && !p.ready {
                 warn!("io_uring: still waiting for a reply after 10 s");
             }
         }
+        p.ready = false;
+        p.target = None;
+        let out = match p.direct_len.take() {
+            Some(len) => f(Ok(len)),
+            None => f(Err(&p.bytes)),
+        };
+        // A huge reply's buffer is not kept for small ones.
+        if p.bytes.capacity() > 4 << 20 {
+            p.bytes = Vec::new();
+        }
+        Some(out)
     }
 }
 
@@ -259,6 +334,7 @@ pub(crate) fn serve<FS: Filesystem>(
         .setup_defer_taskrun()
         .build(4)?;
     let mut ent = Entry::new(plan.payload);
+    let slot = RingReply::default();
     let register = |ring: &mut IoUring<squeue::Entry128, cqueue::Entry>, ent: &Entry| {
         let sqe = command(fd, REGISTER, q, 0, Some(ent.iov.as_ptr() as u64), 0);
         // SAFETY: the iovecs and the buffers they name live in `ent` until the ring is dropped.
@@ -297,11 +373,12 @@ pub(crate) fn serve<FS: Filesystem>(
         if idle {
             idle = !set_idle(false);
         }
-        let commit_id = handle(se, &mut ent);
+        let streaming = is_streaming(ent.bytes());
+        let commit_id = handle(se, &mut ent, &slot);
         let sqe = command(fd, COMMIT_AND_FETCH, q, commit_id, None, 0);
         // SAFETY: as for the registration; the commit reuses the registered buffers.
         unsafe { ring.submission().push(&sqe) }.map_err(|_| io::Error::other("SQ full"))?;
-        if plan.yield_cpu {
+        if plan.yield_cpu && !streaming {
             // The commit wakes the caller. The scheduler puts a woken task on an idle CPU
             // rather than on a busy one, and this thread is busy until it waits again: the
             // caller would hop to the other CPU (a cross-CPU wake-up, and its next request on
@@ -313,25 +390,49 @@ pub(crate) fn serve<FS: Filesystem>(
     }
 }
 
-/// Decodes the request in `ent`, dispatches it and leaves the reply in `ent`; returns the
-/// commit id.
-fn handle<FS: Filesystem>(se: &SessionEventLoop<FS>, ent: &mut Entry) -> u64 {
+/// A large READ or WRITE (64 KiB or more): readahead and writeback, which the kernel keeps
+/// several of in flight. Nobody waits on this CPU for the one reply, and yielding would make
+/// the next one wait for the program to block (a SCHED_IDLE thread does not get the CPU from
+/// a running program), so the stream would stop being pipelined.
+fn is_streaming(header: &[u8]) -> bool {
+    let opcode = u32_at(header, 4);
+    // fuse_read_in and fuse_write_in: fh (8), offset (8), size (4).
+    matches!(opcode, READ | WRITE) && u32_at(header, OP_IN + 16) >= 64 << 10
+}
+
+/// Decodes the request in `ent`, dispatches it and leaves the reply in `ent` (through
+/// `slot`, this thread's reply buffer); returns the commit id.
+fn handle<FS: Filesystem>(se: &SessionEventLoop<FS>, ent: &mut Entry, slot: &RingReply) -> u64 {
     let payload_cap = ent.payload;
     let b = ent.bytes();
     let len = u32_at(b, 0) as usize;
     let unique = u64_at(b, 8);
     let commit_id = u64_at(b, ENT_IN_OUT + 8);
     let payload = u32_at(b, ENT_IN_OUT + 16) as usize;
-    let op_len = len.checked_sub(IN_HEADER_LEN + payload);
-    let reply = match op_len {
+    let dispatched = match len.checked_sub(IN_HEADER_LEN + payload) {
         Some(op_len) if op_len <= 128 && op_len % 8 == 0 && payload <= payload_cap => {
             // Lay the request out in one piece: in-header and operation header just before
             // the payload the kernel wrote at DATA_AT + PREFIX.
-            let start = DATA_AT + PREFIX - IN_HEADER_LEN - op_len;
-            b.copy_within(0..IN_HEADER_LEN, start);
-            b.copy_within(OP_IN..OP_IN + op_len, start + IN_HEADER_LEN);
-            let slot = RingReply::default();
-            let request = &b[start..DATA_AT + PREFIX + payload];
+            let start = PREFIX - IN_HEADER_LEN - op_len;
+            let (header, data) = b.split_at_mut(DATA_AT);
+            data[start..start + IN_HEADER_LEN].copy_from_slice(&header[..IN_HEADER_LEN]);
+            data[start + IN_HEADER_LEN..PREFIX].copy_from_slice(&header[OP_IN..OP_IN + op_len]);
+            let (prefix, body) = data.split_at_mut(PREFIX);
+            let (request, target) = if payload == 0 {
+                // The request is all in `prefix`: the reply may go straight to the buffers.
+                let target = Target {
+                    header: header.as_mut_ptr(),
+                    body: body.as_mut_ptr(),
+                    cap: payload_cap.min(body.len()),
+                };
+                (&prefix[start..], Some(target))
+            } else {
+                // The request runs on into the payload; the reply goes through `bytes`.
+                let end = PREFIX + payload;
+                let whole = ent_request(prefix, body, start, end);
+                (whole, None)
+            };
+            slot.expect(target);
             match RequestWithSender::new(se.ch.sender(), request) {
                 Some(mut req) => {
                     req.ring = Some(slot.clone());
@@ -340,26 +441,54 @@ fn handle<FS: Filesystem>(se: &SessionEventLoop<FS>, ent: &mut Entry) -> u64 {
                     } else {
                         req.dispatch(se);
                     }
-                    slot.take()
+                    true
                 }
-                None => None,
+                None => {
+                    slot.expect(None);
+                    false
+                }
             }
         }
-        _ => None,
+        _ => false,
     };
-    let reply = match reply {
-        Some(r) if r.len() >= OUT_HEADER_LEN && r.len() - OUT_HEADER_LEN <= payload_cap => r,
-        Some(_) => error_header(unique, -libc::EIO).to_vec(),
-        None => {
-            warn!("io_uring: malformed request (length {len}, payload {payload})");
-            error_header(unique, -libc::EIO).to_vec()
-        }
+    let written = dispatched
+        && slot.take(|r| match r {
+            Ok(body) => {
+                b[ENT_IN_OUT + 16..ENT_IN_OUT + 20].copy_from_slice(&(body as u32).to_le_bytes());
+                true
+            }
+            Err(bytes) => write_reply(b, bytes, payload_cap),
+        }) == Some(true);
+    if !written {
+        warn!("io_uring: request or reply unusable (length {len}, payload {payload}): EIO");
+        write_reply(b, &error_header(unique, -libc::EIO), payload_cap);
+    }
+    commit_id
+}
+
+/// The request bytes `start..end` of the data area, which straddle `prefix` and `body`:
+/// the two halves are one allocation, split only for the borrow checker.
+fn ent_request<'a>(prefix: &'a [u8], body: &'a [u8], start: usize, end: usize) -> &'a [u8] {
+    debug_assert_eq!(prefix.as_ptr_range().end, body.as_ptr());
+    let len = end - start;
+    // SAFETY: `prefix` and `body` are adjacent parts of one slice (split_at_mut), so
+    // `prefix[start..]` followed by `body[..end - PREFIX]` is one valid range, borrowed here
+    // for no longer than both halves.
+    unsafe { std::slice::from_raw_parts(prefix.as_ptr().add(start), len) }
+}
+
+/// Puts a reply (out-header, then body) where the kernel reads it; false if it does not fit.
+fn write_reply(b: &mut [u8], reply: &[u8], payload_cap: usize) -> bool {
+    let Some(body) = reply.len().checked_sub(OUT_HEADER_LEN) else {
+        return false;
     };
-    let body = reply.len() - OUT_HEADER_LEN;
+    if body > payload_cap {
+        return false;
+    }
     b[..OUT_HEADER_LEN].copy_from_slice(&reply[..OUT_HEADER_LEN]);
     b[DATA_AT + PREFIX..DATA_AT + PREFIX + body].copy_from_slice(&reply[OUT_HEADER_LEN..]);
     b[ENT_IN_OUT + 16..ENT_IN_OUT + 20].copy_from_slice(&(body as u32).to_le_bytes());
-    commit_id
+    true
 }
 
 /// A `fuse_out_header` with no body.
