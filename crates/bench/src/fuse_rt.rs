@@ -100,6 +100,24 @@ fn time_calls(file: &Path, calls: usize, pin: Option<usize>) -> Res<(f64, f64)> 
         .map_err(|_| "timing thread panicked".to_string())?
 }
 
+/// One transport's measurements in a scenario: every round's (mean, p99) in µs, and the
+/// transport as the daemon reported it.
+struct Column {
+    label: String,
+    rounds: Vec<(f64, f64)>,
+    transport: String,
+}
+
+impl Column {
+    fn new(label: &str, transport: &str) -> Column {
+        Column {
+            label: label.to_string(),
+            rounds: Vec::new(),
+            transport: transport.to_string(),
+        }
+    }
+}
+
 struct Hogs(Vec<Child>);
 
 impl Hogs {
@@ -157,15 +175,10 @@ pub fn run(a: &FuseRtArgs) -> Res<()> {
         } else {
             a.calls / 4
         };
-        // (label, every round's (mean, p99), transport as the daemon reported it)
-        let mut cells: Vec<(String, Vec<(f64, f64)>, String)> = TRANSPORTS
+        let mut cells: Vec<Column> = TRANSPORTS
             .iter()
-            .map(|(l, _)| (l.to_string(), Vec::new(), String::new()))
-            .chain(std::iter::once((
-                "host fs".to_string(),
-                Vec::new(),
-                "-".into(),
-            )))
+            .map(|(l, _)| Column::new(l, ""))
+            .chain(std::iter::once(Column::new("host fs", "-")))
             .collect();
         for _ in 0..a.runs {
             for (i, (_, opts)) in TRANSPORTS.iter().enumerate() {
@@ -186,17 +199,22 @@ pub fn run(a: &FuseRtArgs) -> Res<()> {
                 sh(&format!("{u} umount {}", q(&mnt)))?;
                 let got = got?;
                 if let Some(c) = cells.get_mut(i) {
-                    c.1.push(got);
-                    c.2 = st["transport"].as_str().unwrap_or("?").to_string();
+                    c.rounds.push(got);
+                    c.transport = st["transport"].as_str().unwrap_or("?").to_string();
                 }
             }
             let _hogs = Hogs::start(sc.hogs)?;
             let got = time_calls(&host, calls, sc.pin)?;
             if let Some(c) = cells.last_mut() {
-                c.1.push(got);
+                c.rounds.push(got);
             }
         }
-        for (label, rounds, transport) in cells {
+        for Column {
+            label,
+            rounds,
+            transport,
+        } in cells
+        {
             let mut means: Vec<f64> = rounds.iter().map(|r| r.0).collect();
             means.sort_by(f64::total_cmp);
             let median = means.get(means.len() / 2).copied().unwrap_or(0.0);
