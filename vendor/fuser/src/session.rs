@@ -331,7 +331,7 @@ impl<FS: Filesystem> Session<FS> {
                     let fd = std::os::fd::AsRawFd::as_raw_fd(&ch_for_ring.as_fd());
                     threads.push(thread::Builder::new().name(thread_name).spawn(move || {
                         if let Err(e) = crate::uring::serve(&event_loop, fd, qid, plan) {
-                            warn!("io_uring queue {qid} ended: {e}; requests go through /dev/fuse");
+                            log::error!("io_uring queue {qid} ended: {e}; its requests go through /dev/fuse");
                         }
                         Ok(())
                     })?);

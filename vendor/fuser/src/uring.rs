@@ -439,7 +439,13 @@ fn handle<FS: Filesystem>(se: &SessionEventLoop<FS>, ent: &mut Entry, slot: &Rin
                     if let Ok(crate::ll::Operation::Destroy(_)) = req.request.operation() {
                         slot.put(&[IoSlice::new(&error_header(unique, 0))]);
                     } else {
-                        req.dispatch(se);
+                        // A handler that panics must not take the queue's only server with
+                        // it (requests from this CPU would wait for ever): the reply it
+                        // dropped while unwinding answered EIO, and the thread goes on.
+                        let run = std::panic::AssertUnwindSafe(|| req.dispatch(se));
+                        if std::panic::catch_unwind(run).is_err() {
+                            log::error!("io_uring: a request handler panicked; answered EIO");
+                        }
                     }
                     true
                 }
