@@ -180,17 +180,7 @@ pub fn serve(
         format!("mounting on {}: {e}", mountpoint.display())
     })?;
     let _ = notifier_slot.set(session.notifier());
-    let transport = match session.io_uring_queues() {
-        Some((queues, per_queue, yielding)) => format!(
-            "io_uring, {queues} queues x {per_queue} threads{}",
-            if yielding {
-                ", yielding the CPU after replies"
-            } else {
-                ""
-            }
-        ),
-        None => "/dev/fuse".to_string(),
-    };
+    let ring = session.io_uring();
     widen_readahead(&mountpoint);
     let unmounter = Arc::new(control::Unmounter::new(&mountpoint));
 
@@ -199,7 +189,7 @@ pub fn serve(
     let status = {
         let fs = Arc::downgrade(&fs);
         let (image, mountpoint, opts) = (image.clone(), mountpoint.clone(), opts.clone());
-        let transport = transport.clone();
+        let ring = ring.clone();
         let reason = read_only_reason.clone();
         move || -> Result<MountStatus, String> {
             Ok(MountStatus {
@@ -209,7 +199,7 @@ pub fn serve(
                 mount_options: opts.clone(),
                 read_only_reason: reason.clone(),
                 fsync_requests: counters.load(std::sync::atomic::Ordering::Relaxed),
-                transport: transport.clone(),
+                transport: transport(ring.as_ref()),
                 log: log.clone(),
                 volume: fs
                     .upgrade()
@@ -278,6 +268,28 @@ pub fn serve(
 
 /// The background cleaner (`background_gc=on|sync`): steps while there is work, naps when
 /// there is none or a change holds the write lock; ends with the volume.
+/// How requests reach the daemon, for `uf2fs status`.
+fn transport(ring: Option<&fuser::IoUringInfo>) -> String {
+    match ring {
+        Some(r) if r.failed() => {
+            "io_uring asked for, but a queue's thread failed (see the daemon's log): \
+             requests may go through /dev/fuse"
+                .to_string()
+        }
+        Some(r) => format!(
+            "io_uring, {} queues x {} threads{}",
+            r.queues,
+            r.threads_per_queue,
+            if r.yielding {
+                ", yielding the CPU after replies"
+            } else {
+                ""
+            }
+        ),
+        None => "/dev/fuse".to_string(),
+    }
+}
+
 fn spawn_cleaner(fs: std::sync::Weak<uf2fs_engine::Fs>) {
     let spawned = std::thread::Builder::new()
         .name("uf2fs-gc".into())

@@ -141,6 +141,28 @@ pub struct Session<FS: Filesystem> {
     pub(crate) config: Config,
     /// uf2fs: FUSE over io_uring, when the filesystem asked for it and the kernel agreed.
     pub(crate) uring: Option<crate::uring::Plan>,
+    /// uf2fs: set when a queue's thread ended with an error (the kernel went back to
+    /// /dev/fuse, or the queue lost its server).
+    pub(crate) uring_failed: Arc<std::sync::atomic::AtomicBool>,
+}
+
+/// uf2fs: the io_uring transport a session serves (`Session::io_uring`).
+#[derive(Debug, Clone)]
+pub struct IoUringInfo {
+    /// Queues, one per possible CPU.
+    pub queues: usize,
+    /// Threads serving each queue.
+    pub threads_per_queue: usize,
+    /// Whether the threads yield their CPU after replies.
+    pub yielding: bool,
+    failed: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl IoUringInfo {
+    /// Whether a queue's thread has ended with an error since the session began.
+    pub fn failed(&self) -> bool {
+        self.failed.load(std::sync::atomic::Ordering::Relaxed)
+    }
 }
 
 impl<FS: Filesystem> AsFd for Session<FS> {
@@ -188,6 +210,7 @@ impl<FS: Filesystem> Session<FS> {
             session_owner: geteuid(),
             proto_version: None,
             uring: None,
+            uring_failed: Arc::default(),
             config: options.clone(),
         };
 
@@ -217,6 +240,7 @@ impl<FS: Filesystem> Session<FS> {
             session_owner: geteuid(),
             proto_version: None,
             uring: None,
+            uring_failed: Arc::default(),
             config,
         };
 
@@ -257,6 +281,7 @@ impl<FS: Filesystem> Session<FS> {
             proto_version: _,
             config,
             uring,
+            uring_failed,
         } = self;
 
         // uf2fs: with io_uring queues, /dev/fuse carries only forgets, interrupts and
@@ -329,8 +354,10 @@ impl<FS: Filesystem> Session<FS> {
                         session_owner,
                     };
                     let fd = std::os::fd::AsRawFd::as_raw_fd(&ch_for_ring.as_fd());
+                    let failed = uring_failed.clone();
                     threads.push(thread::Builder::new().name(thread_name).spawn(move || {
                         if let Err(e) = crate::uring::serve(&event_loop, fd, qid, plan) {
+                            failed.store(true, std::sync::atomic::Ordering::Relaxed);
                             log::error!("io_uring queue {qid} ended: {e}; its requests go through /dev/fuse");
                         }
                         Ok(())
@@ -530,10 +557,14 @@ impl<FS: Filesystem> Session<FS> {
         self.mount.umount()
     }
 
-    /// uf2fs: the io_uring queues this session serves, the threads per queue and whether
-    /// they yield their CPU after a reply, if the kernel granted FUSE over io_uring.
-    pub fn io_uring_queues(&self) -> Option<(usize, usize, bool)> {
-        self.uring.map(|p| (p.queues, p.per_queue, p.yield_cpu))
+    /// uf2fs: the io_uring transport this session serves, if the kernel granted it.
+    pub fn io_uring(&self) -> Option<IoUringInfo> {
+        self.uring.map(|p| IoUringInfo {
+            queues: p.queues,
+            threads_per_queue: p.per_queue,
+            yielding: p.yield_cpu,
+            failed: self.uring_failed.clone(),
+        })
     }
 
     /// Returns a thread-safe object that can be used to unmount the Filesystem
