@@ -19,7 +19,7 @@
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use uf2fs_testkit::{assert_fsck_clean, run, scratch, Mount, Rng};
+use uf2fs_testkit::{assert_fsck_clean, run, scratch, uf2fs_cat, Mount, Rng};
 
 const ENABLE: &str = "/sys/module/fuse/parameters/enable_uring";
 
@@ -42,18 +42,7 @@ fn transport(mnt: &Path) -> String {
 }
 
 fn cat(img: &Path, path: &str) -> Vec<u8> {
-    let out = Command::new(bin())
-        .arg("cat")
-        .arg(img)
-        .arg(path)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "uf2fs cat {path}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out.stdout
+    uf2fs_cat(&bin(), img, path)
 }
 
 fn cpus() -> usize {

@@ -17,7 +17,7 @@ use std::io::{Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use uf2fs_testkit::{assert_fsck_clean, run, scratch, Mount, Rng};
+use uf2fs_testkit::{assert_fsck_clean, run, scratch, uf2fs_cat, Mount, Rng};
 
 fn bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_uf2fs"))
@@ -38,18 +38,7 @@ fn status(mnt: &Path) -> serde_json::Value {
 
 /// The file as the image holds it, read by `uf2fs cat` with nothing mounted.
 fn cat(img: &Path, path: &str) -> Vec<u8> {
-    let out = Command::new(bin())
-        .arg("cat")
-        .arg(img)
-        .arg(path)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "uf2fs cat {path}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out.stdout
+    uf2fs_cat(&bin(), img, path)
 }
 
 fn put(model: &mut Vec<u8>, off: usize, data: &[u8]) {

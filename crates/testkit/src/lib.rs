@@ -335,6 +335,23 @@ pub fn mkfs_sload(img: &Path, size_mb: u64, features: &str, src: &Path) -> Strin
     out + &err
 }
 
+/// A file as the image holds it, read by `uf2fs cat` (the binary `bin`) with nothing mounted;
+/// panics with uf2fs's message if it fails.
+pub fn uf2fs_cat(bin: &Path, img: &Path, path: &str) -> Vec<u8> {
+    let out = Command::new(bin)
+        .arg("cat")
+        .arg(img)
+        .arg(path)
+        .output()
+        .expect("run uf2fs cat");
+    assert!(
+        out.status.success(),
+        "uf2fs cat {path}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+}
+
 /// Runs `tools/f2fs-verdict` and panics unless the image is clean.
 pub fn assert_fsck_clean(img: &Path) {
     let (clean, report) = fsck_f2fs(img);
