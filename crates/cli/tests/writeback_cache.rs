@@ -286,6 +286,52 @@ fn a_full_volume_fails_the_fsync_with_enospc() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A writer that keeps writing into a full volume (`dd if=/dev/zero of=F`, fstests
+/// generic/015) is stopped by write(2) itself with ENOSPC soon after the volume is full,
+/// not only at fsync or close: the kernel takes each write into its page cache, and the
+/// failed writeback is reported at the writer's next write. Before, such a writer ran on
+/// for ever (the kernel dropped each failed page and took the next). The volume is whole
+/// and usable after.
+#[test]
+fn a_writer_that_fills_the_volume_is_stopped_by_write() {
+    let dir = scratch("wb-fill");
+    let img = dir.join("img");
+    mkfs(&img, "128M");
+    let mnt = dir.join("mnt");
+    let m = Mount::new(&bin(), &img, &mnt, &[]);
+    let f = mnt.join("fill");
+    let mut h = std::fs::File::create(&f).unwrap();
+    let chunk = vec![0xa5u8; 1 << 20];
+    let mut written = 0u64;
+    // Four times the volume: a writer never stopped would reach it.
+    let err = loop {
+        match h.write(&chunk) {
+            Ok(n) => written += n as u64,
+            Err(e) => break e,
+        }
+        assert!(
+            written < 512 << 20,
+            "write(2) accepted {written} bytes into a 128 MiB volume"
+        );
+    };
+    assert_eq!(err.raw_os_error(), Some(libc_enospc()), "{err}");
+    // Stopped within what the kernel may hold dirty beyond the space that was left.
+    assert!(
+        written < 192 << 20,
+        "write(2) accepted {written} bytes into a 128 MiB volume"
+    );
+    drop(h);
+    std::fs::remove_file(&f).unwrap();
+    std::fs::write(mnt.join("after"), vec![7u8; 4 << 20]).unwrap();
+    assert_eq!(
+        std::fs::read(mnt.join("after")).unwrap(),
+        vec![7u8; 4 << 20]
+    );
+    m.umount();
+    assert_fsck_clean(&img);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 fn libc_enospc() -> i32 {
     28
 }

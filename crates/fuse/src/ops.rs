@@ -85,6 +85,11 @@ pub struct Volume {
     /// page cache with no opener's flags, so a file with such a handle open has its writes
     /// treated as synchronous (an fsync follows each), as they were without the cache.
     sync_opens: Mutex<HashMap<u32, u32>>,
+    /// Writes from the page cache that failed, by nid, not yet reported to a writer: the
+    /// next GETATTR made for an open handle of the file (the kernel makes one at write(2)
+    /// once its attributes are stale) answers the error once, so that a writer filling a
+    /// full volume stops (see docs/design.md, "The writeback cache").
+    failed_writeback: Mutex<HashMap<u32, Errno>>,
 }
 
 impl Volume {
@@ -99,7 +104,28 @@ impl Volume {
             killpriv: AtomicBool::new(false),
             writeback: AtomicBool::new(false),
             sync_opens: Mutex::new(HashMap::new()),
+            failed_writeback: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// A write from the page cache failed with `e`: the kernel has already dropped its
+    /// pages (it reports the error at fsync or close), but write(2) would go on filling the
+    /// cache. Kept for the file's next GETATTR through a handle, and the kernel is told its
+    /// attributes are stale so that the writer's next write(2) asks at once.
+    fn note_failed_writeback(&self, ino: INodeNo, nid: u32, e: Errno) {
+        if let Ok(mut m) = self.failed_writeback.lock() {
+            m.insert(nid, e);
+        }
+        if let Some(n) = self.notifier.get() {
+            if let Err(err) = n.inval_inode(ino, -1, 0) {
+                tracing::debug!("invalidating the attributes of {nid}: {err}");
+            }
+        }
+    }
+
+    /// The failed writeback of `nid` not yet reported, taken (reported once).
+    fn take_failed_writeback(&self, nid: u32) -> Option<Errno> {
+        self.failed_writeback.lock().ok()?.remove(&nid)
     }
 
     /// The F2FS ioctls that change what a file may do (release, reserve, compress on
@@ -614,8 +640,17 @@ impl Filesystem for Volume {
         }
     }
 
-    fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
-        match self.attr(self.nid(ino)) {
+    fn getattr(&self, _req: &Request, ino: INodeNo, fh: Option<FileHandle>, reply: ReplyAttr) {
+        let nid = self.nid(ino);
+        // Through a handle: the kernel's write(2) (also a read past the end or a seek to it)
+        // refreshing stale attributes. A failed writeback of the file is reported here once.
+        if fh.is_some() {
+            if let Some(e) = self.take_failed_writeback(nid) {
+                reply.error(e);
+                return;
+            }
+        }
+        match self.attr(nid) {
             Ok(a) => reply.attr(&TTL, &a),
             Err(e) => reply.error(e),
         }
@@ -866,6 +901,9 @@ impl Filesystem for Volume {
         if let Err(e) = check {
             return reply.error(errno(e));
         }
+        // A failed writeback not yet reported belongs to the handles open before: the close
+        // of each already returned it (the kernel keeps it on the file's pages' mapping).
+        let _ = self.take_failed_writeback(nid);
         // Hold the inode so that an unlink while open keeps it (an orphan) until release.
         let held = self.fs.is_writable()
             && match self.fs.hold(nid) {
@@ -972,7 +1010,13 @@ impl Filesystem for Volume {
                 self.strip_privileges(req, ino, nid, !cached, kill);
                 reply.written(n as u32);
             }
-            Err(e) => reply.error(errno(e)),
+            Err(e) => {
+                let e = errno(e);
+                if cached {
+                    self.note_failed_writeback(ino, nid, e);
+                }
+                reply.error(e);
+            }
         }
     }
 
