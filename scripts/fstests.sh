@@ -124,6 +124,9 @@ cp "$FSTESTS_SRC/common/rc" "$FST/common/rc"   # patch a pristine copy on every 
 #    emptying the mounted scratch file system with rm -rf (upstream's fuse behaviour);
 #  - makes _fs_type report "fuse" for "fuse.SUBTYPE" mounts, so that a uf2fs that sets its
 #    FUSE subtype passes init_rc's "is TEST_DEV mounted as $FSTYP" check.
+#  - adds a fuse case to _try_scratch_mkfs_sized that runs $FUSE_MKFS_PROG SCRATCH_DEV BYTES
+#    (here: uf2fs mkfs --size), so that the tests that fill a small volume to ENOSPC
+#    (generic/027, 269, 273 and the like) run instead of calling _notrun.
 patch_common_rc() {
   python3 - "$FST/common/rc" <<'PY'
 import re, sys
@@ -145,6 +148,10 @@ s = sub(r"(_repair_test_fs\(\)\n\{\n\tcase \$FSTYP in\n)",
         r"\1\tfuse)\n\t\t_repair_fuse_test_fs >$tmp.repair 2>&1\n\t\tres=$?\n\t\t;;\n", s, 1)
 s = sub(r"(\n\tnfs\*\|afs\|cifs\|ceph\|overlay\|glusterfs\|pvfs2\|9p\|fuse\|virtiofs\)\n)",
         "\n\tfuse)\n\t\t_scratch_mkfs_fuse\n\t\treturn $?\n\t\t;;\\1", s, 1)
+s = sub(r"(\n\tf2fs\)\n\t\t# mkfs\.f2fs requires # of sectors)",
+        "\n\tfuse)\n\t\t_scratch_unmount 2>/dev/null\n"
+        "\t\t[ -n \"$FUSE_MKFS_PROG\" ] || _notrun \"no FUSE_MKFS_PROG for a sized mkfs\"\n"
+        "\t\t\"$FUSE_MKFS_PROG\" \"$SCRATCH_DEV\" \"$fssize\"\n\t\t;;\\1", s, 1)
 s = sub(r"(-e 's/fuse\.ceph-fuse/ceph-fuse/')",
         r"\1 -e 's/^fuse\\.[^ ]*$/fuse/'", s, 1)
 s += r'''
@@ -256,9 +263,15 @@ exit \$rc
 EOF
 cat >"$WORK/bin/reformat-image" <<EOF
 #!/bin/sh
-# FUSE_MKFS_PROG and FUSE_REPAIR_PROG: \`reformat-image IMAGE\`: a fresh file system, for
-# _scratch_mkfs and after a failed check of TEST_DEV. Quiet: tests may not redirect mkfs output.
+# FUSE_MKFS_PROG and FUSE_REPAIR_PROG: \`reformat-image IMAGE [BYTES]\`: a fresh file system,
+# for _scratch_mkfs (BYTES: _scratch_mkfs_sized) and after a failed check of TEST_DEV. Quiet:
+# tests may not redirect mkfs output. A sized mkfs leaves the image file that size, so an
+# unsized one first gives the file its configured size back.
 flock -w 120 "\$1" true || exit 75
+if [ -n "\${2:-}" ]; then
+  exec '$UF2FS' mkfs --force --size "\$((\$2 / 1024))K" "\$1" >/dev/null
+fi
+truncate -s '$SIZE' "\$1" || exit 1
 exec '$UF2FS' mkfs --force "\$1" >/dev/null
 EOF
 chmod 755 "$WORK/bin/check-image" "$WORK/bin/reformat-image"
