@@ -55,7 +55,7 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 use uf2fs_engine::uf2fs_device::{BlockDevice, CrashLog, Event, IoCause, RecordingDevice};
-use uf2fs_engine::{AllocMode, Fs, IpuPolicy, Options};
+use uf2fs_engine::{AllocMode, BackgroundGc, Fs, IpuPolicy, Options};
 use uf2fs_testkit::{fsck_f2fs, scratch, Rng};
 
 const DEFAULT_POINTS: usize = 200;
@@ -710,6 +710,57 @@ fn rewrites_under_the_cleaner_with_fsync() {
     );
     eprintln!("rewrites_under_the_cleaner_with_fsync: {count} files, {rewrites} rewrites, {gc:?}");
     sweep("rewrites_under_the_cleaner_with_fsync", r);
+}
+
+/// Paced writers (`gc_pace`, seed 003) with the background cleaner beside them, as the daemon
+/// runs them, here interleaved in one thread so that the log is the same every run: once the
+/// background step has run, a write short of space cleans one section and asks that step
+/// for the checkpoint that frees it, or writes one itself without the lock below the floor.
+/// Crash points fall inside such a step, between a step and the background checkpoint, and
+/// inside that checkpoint (flushed first, prepared under the lock, written without it).
+#[test]
+fn paced_rewrites_beside_the_background_cleaner() {
+    let mut r = Run::new();
+    r.fs.set_options(Options {
+        mode: AllocMode::Lfs,
+        gc_pace: true,
+        background_gc: BackgroundGc::On,
+        ..r.fs.options()
+    });
+    let mut rng = Rng::new(13);
+    const FILE: usize = 16 * 4096;
+    let avail = r.fs.statfs().blocks_avail as usize;
+    let count = avail * 4096 * 88 / 100 / FILE;
+    let files: Vec<u32> = (0..count).map(|i| r.create(&format!("f{i}"))).collect();
+    for &f in &files {
+        let d = bytes(&mut rng, FILE);
+        r.write(f, 0, &d);
+    }
+    r.sync();
+    // The background thread's first step marks it running: writes pace from then on.
+    r.fs.background_gc_step().unwrap();
+    let rewrites = count * 4;
+    for i in 0..rewrites {
+        let f = files[rng.below(count as u64) as usize];
+        let d = bytes(&mut rng, FILE);
+        r.write(f, 0, &d);
+        if i % 8 == 7 {
+            r.fsync(f, i % 16 == 15);
+        }
+        // The background thread wakes when a write asks for its checkpoint, and now and then.
+        if i % 3 == 2 {
+            r.fs.background_gc_step().unwrap();
+        }
+    }
+    let gc = r.fs.status().unwrap().gc;
+    assert!(
+        gc.paced_steps > 0 && gc.checkpoints_for_space > 0 && gc.data_blocks_moved > 0,
+        "the writes did not pace: {gc:?}"
+    );
+    eprintln!(
+        "paced_rewrites_beside_the_background_cleaner: {count} files, {rewrites} rewrites, {gc:?}"
+    );
+    sweep("paced_rewrites_beside_the_background_cleaner", r);
 }
 
 /// `mode=adaptive` near full: single blocks rewritten at random leave holes, which later
