@@ -118,7 +118,9 @@ pub struct GcWafArgs {
     /// mkfs.f2fs -o (overprovision %) for those workloads.
     #[arg(long, default_value = "3.89")]
     ovp: String,
-    /// The file's size, in % of the space df shows available on the fresh mount.
+    /// The file's size, in % of the free space statfs shows on the fresh mount (`f_bfree`: uf2fs
+    /// keeps part of it back from writers under the writeback cache, which df's available
+    /// column leaves out; Linux's F2FS counts all of it available).
     #[arg(long, default_value_t = 96)]
     fill_pct: u32,
     /// Warm-up overwrites, in multiples of the file's size (not measured).
@@ -227,7 +229,7 @@ fn spec(a: &GcWafArgs, w: Workload) -> Spec {
             mkfs.splice(0..0, ["-o".to_string(), o.clone()]);
         }
         let body = format!(
-            "avail=$(df -P -m $MNT | awk 'NR==2{{print $4}}')\n\
+            "avail=$(stat -f -c '%f %S' $MNT | awk '{{print int(($1 * $2 + 1048575) / 1048576)}}')\n\
              echo \"$avail 0\" > $OUT/sizes.txt\n\
              snap start\n\
              step fill $PAYLOAD/wload smallfiles $MNT/d {kib}\n\
@@ -284,7 +286,7 @@ fn spec(a: &GcWafArgs, w: Workload) -> Spec {
         ""
     };
     let body = format!(
-        "avail=$(df -P -m $MNT | awk 'NR==2{{print $4}}')\n\
+        "avail=$(stat -f -c '%f %S' $MNT | awk '{{print int(($1 * $2 + 1048575) / 1048576)}}')\n\
          fill=$((avail * {fill} / 100))\n\
          echo \"$avail $fill\" > $OUT/sizes.txt\n\
          snap start\n\

@@ -175,6 +175,7 @@ pub fn serve(
     let volume = ops::Volume::new(fs.clone(), opts.clone());
     let counters = volume.counters();
     let notifier_slot = volume.notifier_slot();
+    let margin_slot = volume.cache_margin_slot();
     let session = Session::new(volume, &mountpoint, &config).map_err(|e| {
         let _ = std::fs::remove_file(&paths.socket);
         format!("mounting on {}: {e}", mountpoint.display())
@@ -182,6 +183,13 @@ pub fn serve(
     let _ = notifier_slot.set(session.notifier());
     let ring = session.io_uring();
     widen_readahead(&mountpoint);
+    if fs.is_writable() && opts.writeback_cache {
+        let st = fs.statfs();
+        let bs = u64::from(st.block_size);
+        let in_flight = u64::from(opts.max_background) * u64::from(ops::MAX_IO);
+        let margin = bound_dirty_pages(&mountpoint, st.blocks * bs) + in_flight;
+        margin_slot.store(margin.div_ceil(bs), std::sync::atomic::Ordering::Relaxed);
+    }
     let unmounter = Arc::new(control::Unmounter::new(&mountpoint));
 
     // The control thread and the status closure hold the volume weakly: at unmount the
@@ -363,6 +371,37 @@ fn widen_readahead(mountpoint: &std::path::Path) {
             tracing::debug!("keeping the kernel's readahead ({knob}: {e})");
         }
     }
+}
+
+/// Bounds what the kernel may hold dirty for the mount (its writeback cache) and returns the
+/// bytes of free space to keep back for it (`Volume::cache_margin`). The kernel lets a FUSE
+/// mount hold 1% of its dirty threshold (`max_bytes` of the mount's bdi, strictly: 47 MiB on
+/// a 24 GiB machine); a volume whose user space is less than 32 times that gets a bound of a
+/// 32nd of its space (at least 1 MiB), so that the margin is not a large part of a small
+/// volume. The margin is the bound and a quarter more, for the pages a writer dirties before
+/// the kernel throttles it; the caller adds the WRITEs that may be in flight besides
+/// (`max_background` of at most 1 MiB each). Where the kernel has no `max_bytes` (before
+/// 6.2), 48 MiB is assumed and nothing is changed.
+fn bound_dirty_pages(mountpoint: &std::path::Path, user_bytes: u64) -> u64 {
+    const ASSUMED: u64 = 48 << 20;
+    let knob = mount_device(mountpoint).map(|dev| format!("/sys/class/bdi/{dev}/max_bytes"));
+    let now = knob
+        .as_ref()
+        .and_then(|k| std::fs::read_to_string(k).ok())
+        .and_then(|s| s.trim().parse::<u64>().ok());
+    let want = (user_bytes / 32).max(1 << 20);
+    let bound = match (now, &knob) {
+        (Some(now), Some(knob)) if want < now => match std::fs::write(knob, want.to_string()) {
+            Ok(()) => want,
+            Err(e) => {
+                tracing::debug!("keeping the kernel's dirty bound ({knob}: {e})");
+                now
+            }
+        },
+        (Some(now), _) => now,
+        (None, _) => ASSUMED,
+    };
+    bound + bound / 4
 }
 
 /// "major:minor" of the mount at `mountpoint` (the last one mounted there).

@@ -52,7 +52,7 @@ fn libc_wronly() -> i32 {
 const CAPABILITY: &[u8] = b"security.capability";
 
 /// Largest write the kernel may send in one request, and its readahead.
-const MAX_IO: u32 = 1 << 20;
+pub(crate) const MAX_IO: u32 = 1 << 20;
 
 /// File and directory handles: bit 0 says the open holds the inode (kept alive, an orphan,
 /// if its last name goes while it is open).
@@ -90,6 +90,12 @@ pub struct Volume {
     /// once its attributes are stale) answers the error once, so that a writer filling a
     /// full volume stops (see docs/design.md, "The writeback cache").
     failed_writeback: Mutex<HashMap<u32, Errno>>,
+    /// With the writeback cache: free blocks kept back from writers (`statfs` does not count
+    /// them as available), at least what the kernel may hold dirty for this mount. A cached
+    /// write that leaves fewer free is stored, and its writer is told ENOSPC at its next
+    /// write(2) (as for a failed writeback), so that the pages the kernel already took still
+    /// find room. Set at mount (`cache_margin_slot`); 0 until then.
+    cache_margin: Arc<AtomicU64>,
 }
 
 impl Volume {
@@ -105,21 +111,50 @@ impl Volume {
             writeback: AtomicBool::new(false),
             sync_opens: Mutex::new(HashMap::new()),
             failed_writeback: Mutex::new(HashMap::new()),
+            cache_margin: Arc::new(AtomicU64::new(0)),
         }
     }
 
-    /// A write from the page cache failed with `e`: the kernel has already dropped its
-    /// pages (it reports the error at fsync or close), but write(2) would go on filling the
-    /// cache. Kept for the file's next GETATTR through a handle, and the kernel is told its
-    /// attributes are stale so that the writer's next write(2) asks at once.
+    /// Where the mount sets the free blocks kept back for the kernel's dirty pages.
+    pub fn cache_margin_slot(&self) -> Arc<AtomicU64> {
+        self.cache_margin.clone()
+    }
+
+    /// The blocks kept back from writers now: the margin, with the writeback cache on.
+    fn kept_back(&self) -> u64 {
+        if self.writeback.load(Ordering::Relaxed) {
+            self.cache_margin.load(Ordering::Relaxed)
+        } else {
+            0
+        }
+    }
+
+    /// A write from the page cache failed with `e` (the kernel has already dropped its
+    /// pages and reports the error at fsync or close), or was stored into the margin kept
+    /// back (`cache_margin`): either way write(2) would go on filling the cache. Kept for the
+    /// file's next GETATTR through a handle, and the kernel is told its attributes are
+    /// stale so that the writer's next write(2) asks at once.
     fn note_failed_writeback(&self, ino: INodeNo, nid: u32, e: Errno) {
         if let Ok(mut m) = self.failed_writeback.lock() {
-            m.insert(nid, e);
+            if m.insert(nid, e).is_some() {
+                return;
+            }
         }
         if let Some(n) = self.notifier.get() {
             if let Err(err) = n.inval_inode(ino, -1, 0) {
                 tracing::debug!("invalidating the attributes of {nid}: {err}");
             }
+        }
+    }
+
+    /// How long the kernel may keep `nid`'s attributes: not at all while a failed writeback
+    /// waits to be reported, or a reply (the kernel's SETATTR of the times after each
+    /// writeback, a `stat`) would make them fresh again and the writer's write(2) would not
+    /// ask.
+    fn attr_ttl(&self, nid: u32) -> Duration {
+        match self.failed_writeback.lock() {
+            Ok(m) if m.contains_key(&nid) => Duration::ZERO,
+            _ => TTL,
         }
     }
 
@@ -651,7 +686,7 @@ impl Filesystem for Volume {
             }
         }
         match self.attr(nid) {
-            Ok(a) => reply.attr(&TTL, &a),
+            Ok(a) => reply.attr(&self.attr_ttl(nid), &a),
             Err(e) => reply.error(e),
         }
     }
@@ -728,7 +763,7 @@ impl Filesystem for Volume {
             self.attr(nid)
         };
         match run() {
-            Ok(a) => reply.attr(&TTL, &a),
+            Ok(a) => reply.attr(&self.attr_ttl(nid), &a),
             // The kernel sends a change time only for a regular file under the writeback
             // cache, and sends the times it kept (with nothing else) when it lets go of an
             // inode, also after its last name was unlinked and the daemon freed it. Linux
@@ -901,8 +936,9 @@ impl Filesystem for Volume {
         if let Err(e) = check {
             return reply.error(errno(e));
         }
-        // A failed writeback not yet reported belongs to the handles open before: the close
-        // of each already returned it (the kernel keeps it on the file's pages' mapping).
+        // An error not yet reported through a handle belongs to the handles open before
+        // (the kernel also returns a failed writeback from their fsync and close); a new
+        // handle starts without it.
         let _ = self.take_failed_writeback(nid);
         // Hold the inode so that an unlink while open keeps it (an orphan) until release.
         let held = self.fs.is_writable()
@@ -989,6 +1025,9 @@ impl Filesystem for Volume {
         };
         // A write from the page cache leaves the times to the kernel, which stamped them at
         // write(2) and sends them itself (see docs/design.md, "The writeback cache").
+        // Free space before a write from the page cache, when a margin is kept back.
+        let margin = if cached { self.kept_back() } else { 0 };
+        let avail_before = (margin > 0).then(|| self.fs.statfs().blocks_avail);
         let written = if cached {
             self.fs.write_cached(nid, offset, data, synced)
         } else if synced {
@@ -1008,6 +1047,17 @@ impl Filesystem for Volume {
                 // a write from the page cache does not name; the kernel has judged the writer
                 // at write(2) and sent the write through when a bit had to go.
                 self.strip_privileges(req, ino, nid, !cached, kill);
+                // A write that took free space and left less than the margin kept back for
+                // the kernel's dirty pages: stored, and the writer stops at its next
+                // write(2), before the pages it would still give find no room. (Overwrites
+                // take no space: a volume filled past the margin some other way can still
+                // be rewritten.)
+                if let Some(before) = avail_before {
+                    let after = self.fs.statfs().blocks_avail;
+                    if after < before && after < margin {
+                        self.note_failed_writeback(ino, nid, Errno::ENOSPC);
+                    }
+                }
                 reply.written(n as u32);
             }
             Err(e) => {
@@ -1186,7 +1236,9 @@ impl Filesystem for Volume {
         reply.statfs(
             s.blocks,
             s.blocks_free,
-            s.blocks_avail,
+            // What is kept back for the kernel's dirty pages is free but not available, as
+            // a kernel file system's blocks reserved for root are.
+            s.blocks_avail.saturating_sub(self.kept_back()),
             s.files,
             s.files_free,
             s.block_size,
@@ -1285,6 +1337,8 @@ impl Filesystem for Volume {
             });
         match made {
             Ok((nid, a)) => {
+                // A new inode may reuse the nid of one whose writeback failed.
+                let _ = self.take_failed_writeback(nid);
                 let held = self.fs.hold(nid).is_ok();
                 let sync = self.note_sync_open(nid, flags);
                 reply.created(
