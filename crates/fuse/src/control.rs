@@ -195,7 +195,20 @@ impl Unmounter {
     pub(crate) fn unmount(&self) -> Result<(), String> {
         use rustix::io::Errno;
         let mp = self.mountpoint.display();
-        match rustix::mount::unmount(&self.mountpoint, rustix::mount::UnmountFlags::empty()) {
+        // The kernel keeps the mount busy until the daemon has answered the RELEASE of every
+        // file closed (it sends them in the background): a program that closed its last file
+        // and asks at once meets EBUSY for a moment. Asked again for up to a second.
+        let mut tries = 0;
+        let tried = loop {
+            match rustix::mount::unmount(&self.mountpoint, rustix::mount::UnmountFlags::empty()) {
+                Err(Errno::BUSY) if tries < 50 => {
+                    tries += 1;
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+                r => break r,
+            }
+        };
+        match tried {
             Ok(()) => Ok(()),
             Err(Errno::BUSY) => Err(format!(
                 "{mp} is busy (a process has a file open or its working directory there); \
