@@ -257,6 +257,14 @@ fn print_status(out: &mut impl Write, v: &Value) -> std::io::Result<()> {
     if let Some(t) = v.get("transport").and_then(Value::as_str) {
         writeln!(out, "transport:    {t}")?;
     }
+    if v.get("write_stops").is_some() {
+        writeln!(
+            out,
+            "full volume:  {:.1} MiB kept back for the kernel's dirty pages; {} writers told ENOSPC (or a failed writeback) at write(2)",
+            n("/write_stops/kept_back_bytes") as f64 / f64::from(1 << 20),
+            n("/write_stops/writers_stopped")
+        )?;
+    }
     if v.get("fsync_requests").is_some() {
         writeln!(
             out,

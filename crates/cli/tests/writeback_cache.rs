@@ -320,6 +320,16 @@ fn a_writer_that_fills_the_volume_is_stopped_by_write() {
     // Every byte write(2) accepted reached the volume: fsync has nothing to report.
     h.sync_all().expect("fsync after the writer was stopped");
     drop(h);
+    // The status shows what was kept back and that a writer was stopped.
+    let st = status(&mnt);
+    let kept = st
+        .pointer("/write_stops/kept_back_bytes")
+        .and_then(|v| v.as_u64());
+    assert!(kept.is_some_and(|k| k >= 1 << 20), "{st}");
+    let stopped = st
+        .pointer("/write_stops/writers_stopped")
+        .and_then(|v| v.as_u64());
+    assert!(stopped.is_some_and(|n| n >= 1), "{st}");
     // The full file can be rewritten (no new space taken).
     {
         let mut h = std::fs::OpenOptions::new().write(true).open(&f).unwrap();

@@ -47,9 +47,22 @@ pub struct MountStatus {
     pub fsync_requests: u64,
     /// How requests reach the daemon: `/dev/fuse`, or io_uring queues and threads per queue.
     pub transport: String,
+    /// Free space kept back from writers for the kernel's dirty pages (with the writeback
+    /// cache), and the files whose writer was told ENOSPC or a failed writeback.
+    pub write_stops: WriteStops,
     pub log: Log,
     #[serde(flatten)]
     pub volume: uf2fs_engine::Status,
+}
+
+/// Writers stopped on the way into a full volume (see docs/design.md, "The writeback cache").
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct WriteStops {
+    /// Free bytes statfs does not count as available: what the kernel may still hold dirty.
+    pub kept_back_bytes: u64,
+    /// Files whose writer was (or is to be) told ENOSPC, or a failed writeback, at its next
+    /// write(2), since mount.
+    pub writers_stopped: u64,
 }
 
 /// Opens the volume as the options ask. A volume that cannot be written (a feature we do not
@@ -176,6 +189,7 @@ pub fn serve(
     let counters = volume.counters();
     let notifier_slot = volume.notifier_slot();
     let margin_slot = volume.cache_margin_slot();
+    let stopped = volume.writers_stopped_counter();
     let session = Session::new(volume, &mountpoint, &config).map_err(|e| {
         let _ = std::fs::remove_file(&paths.socket);
         format!("mounting on {}: {e}", mountpoint.display())
@@ -199,6 +213,7 @@ pub fn serve(
         let (image, mountpoint, opts) = (image.clone(), mountpoint.clone(), opts.clone());
         let ring = ring.clone();
         let reason = read_only_reason.clone();
+        let (margin, stopped) = (margin_slot.clone(), stopped.clone());
         move || -> Result<MountStatus, String> {
             Ok(MountStatus {
                 image: image.clone(),
@@ -208,6 +223,10 @@ pub fn serve(
                 read_only_reason: reason.clone(),
                 fsync_requests: counters.load(std::sync::atomic::Ordering::Relaxed),
                 transport: transport(ring.as_ref()),
+                write_stops: WriteStops {
+                    kept_back_bytes: margin.load(std::sync::atomic::Ordering::Relaxed) * 4096, // F2FS blocks are 4 KiB
+                    writers_stopped: stopped.load(std::sync::atomic::Ordering::Relaxed),
+                },
                 log: log.clone(),
                 volume: fs
                     .upgrade()

@@ -96,6 +96,9 @@ pub struct Volume {
     /// write(2) (as for a failed writeback), so that the pages the kernel already took still
     /// find room. Set at mount (`cache_margin_slot`); 0 until then.
     cache_margin: Arc<AtomicU64>,
+    /// Files marked to tell their writer an error at its next write(2)
+    /// (`note_failed_writeback`), since mount.
+    writers_stopped: Arc<AtomicU64>,
 }
 
 impl Volume {
@@ -112,7 +115,13 @@ impl Volume {
             sync_opens: Mutex::new(HashMap::new()),
             failed_writeback: Mutex::new(HashMap::new()),
             cache_margin: Arc::new(AtomicU64::new(0)),
+            writers_stopped: Arc::new(AtomicU64::new(0)),
         }
+    }
+
+    /// Files marked to tell their writer an error at its next write(2), since mount.
+    pub fn writers_stopped_counter(&self) -> Arc<AtomicU64> {
+        self.writers_stopped.clone()
     }
 
     /// Where the mount sets the free blocks kept back for the kernel's dirty pages.
@@ -140,6 +149,7 @@ impl Volume {
                 return;
             }
         }
+        self.writers_stopped.fetch_add(1, Ordering::Relaxed);
         if let Some(n) = self.notifier.get() {
             if let Err(err) = n.inval_inode(ino, -1, 0) {
                 tracing::debug!("invalidating the attributes of {nid}: {err}");
