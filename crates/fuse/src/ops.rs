@@ -52,7 +52,7 @@ fn libc_wronly() -> i32 {
 const CAPABILITY: &[u8] = b"security.capability";
 
 /// Largest write the kernel may send in one request, and its readahead.
-pub(crate) const MAX_IO: u32 = 1 << 20;
+const MAX_IO: u32 = 1 << 20;
 
 /// File and directory handles: bit 0 says the open holds the inode (kept alive, an orphan,
 /// if its last name goes while it is open).
