@@ -394,8 +394,8 @@ fn widen_readahead(mountpoint: &std::path::Path) {
 /// Bounds what the kernel may hold dirty for the mount (its writeback cache) and returns the
 /// bytes of free space to keep back for it (`Volume::cache_margin`). The kernel lets a FUSE
 /// mount hold 1% of its dirty threshold (`max_bytes` of the mount's bdi, strictly: 47 MiB on
-/// a 24 GiB machine); a volume whose user space is less than 32 times that gets a bound of a
-/// 32nd of its space (at least 1 MiB), so that the margin is not a large part of a small
+/// a 24 GiB machine); a volume whose user space is less than 64 times that gets a bound of a
+/// 64th of its space (at least 1 MiB), so that the margin is not a large part of a small
 /// volume. The margin is the bound, a quarter more and 4 MiB: what a writer dirties before the
 /// kernel throttles it goes past the bound by about that (measured with `dd` until ENOSPC,
 /// then fsync: on a 62 MiB volume, whose bound is 1.9 MiB, a margin of 4 MiB lost pages in 4
@@ -408,7 +408,7 @@ fn bound_dirty_pages(mountpoint: &std::path::Path, user_bytes: u64) -> u64 {
         .as_ref()
         .and_then(|k| std::fs::read_to_string(k).ok())
         .and_then(|s| s.trim().parse::<u64>().ok());
-    let want = (user_bytes / 32).max(1 << 20);
+    let want = (user_bytes / 64).max(1 << 20);
     let bound = match (now, &knob) {
         (Some(now), Some(knob)) if want < now => match std::fs::write(knob, want.to_string()) {
             Ok(()) => want,
