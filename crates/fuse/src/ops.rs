@@ -157,10 +157,10 @@ impl Volume {
         }
     }
 
-    /// How long the kernel may keep `nid`'s attributes: not at all while a failed writeback
-    /// waits to be reported, or a reply (the kernel's SETATTR of the times after each
-    /// writeback, a `stat`) would make them fresh again and the writer's write(2) would not
-    /// ask.
+    /// How long the kernel may keep `nid`'s attributes (and, in an entry, the name): not at
+    /// all while an error waits to be reported to its writer, or a reply (the kernel's
+    /// SETATTR of the times after each writeback, a `stat`, a lookup or `ls -l` of its
+    /// directory) would make them fresh again and the writer's write(2) would not ask.
     fn attr_ttl(&self, nid: u32) -> Duration {
         match self.failed_writeback.lock() {
             Ok(m) if m.contains_key(&nid) => Duration::ZERO,
@@ -328,7 +328,11 @@ impl Volume {
 
     fn entry(&self, nid: u32, reply: ReplyEntry) {
         match self.fs.getattr_shared(nid) {
-            Ok(a) => reply.entry(&TTL, &to_fuse_attr(&a), Generation(a.generation.into())),
+            Ok(a) => reply.entry(
+                &self.attr_ttl(nid),
+                &to_fuse_attr(&a),
+                Generation(a.generation.into()),
+            ),
             Err(e) => reply.error(errno(e)),
         }
     }
@@ -680,7 +684,11 @@ impl Filesystem for Volume {
                 attr.ino = INodeNo(1);
                 reply.entry(&TTL, &attr, Generation(a.generation.into()));
             }
-            Ok((_, a)) => reply.entry(&TTL, &to_fuse_attr(&a), Generation(a.generation.into())),
+            Ok((nid, a)) => reply.entry(
+                &self.attr_ttl(nid),
+                &to_fuse_attr(&a),
+                Generation(a.generation.into()),
+            ),
             Err(e) => reply.error(errno(e)),
         }
     }
@@ -1185,7 +1193,7 @@ impl Filesystem for Volume {
         };
         for (i, (name, nid, kind)) in listing.iter().enumerate().skip(offset as usize) {
             let (fattr, generation, ttl) = match self.fs.getattr_shared(*nid) {
-                Ok(a) => (to_fuse_attr(&a), a.generation, TTL),
+                Ok(a) => (to_fuse_attr(&a), a.generation, self.attr_ttl(*nid)),
                 // Gone since the listing was taken (unlinked by someone else): as a later
                 // readdir would, leave it out.
                 Err(uf2fs_engine::Error::NotFound) => continue,
