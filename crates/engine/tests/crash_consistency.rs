@@ -682,34 +682,59 @@ fn rewrites_under_the_cleaner_with_fsync() {
         ..r.fs.options()
     });
     let mut rng = Rng::new(11);
-    const FILE: usize = 16 * 4096;
-    let avail = r.fs.statfs().blocks_avail as usize;
-    let count = avail * 4096 * 85 / 100 / FILE;
-    let files: Vec<u32> = (0..count).map(|i| r.create(&format!("f{i}"))).collect();
-    for &f in &files {
-        let d = bytes(&mut rng, FILE);
-        r.write(f, 0, &d);
-    }
-    r.sync();
-    let rewrites = count * 4;
-    for i in 0..rewrites {
-        let f = files[rng.below(count as u64) as usize];
-        let d = bytes(&mut rng, FILE);
-        r.write(f, 0, &d);
-        if i % 8 == 7 {
-            r.fsync(f, i % 16 == 15);
-        }
+    let files = files_filling(&mut r, &mut rng, 85);
+    let rewrites = rewrite_at_random(&mut r, &mut rng, &files, |r, i| {
         if i % 500 == 499 {
             r.sync();
         }
-    }
+    });
     let gc = r.fs.status().unwrap().gc;
     assert!(
         gc.data_blocks_moved > 0 && gc.checkpoints_for_space > 0,
         "the workload did not make the cleaner work: {gc:?}"
     );
+    let count = files.len();
     eprintln!("rewrites_under_the_cleaner_with_fsync: {count} files, {rewrites} rewrites, {gc:?}");
     sweep("rewrites_under_the_cleaner_with_fsync", r);
+}
+
+/// The size of each file of the cleaner workloads.
+const FILE: usize = 16 * 4096;
+
+/// Files of `FILE` bytes written until they fill `pct` percent of the available space, then a
+/// sync; their inodes.
+fn files_filling(r: &mut Run, rng: &mut Rng, pct: usize) -> Vec<u32> {
+    let avail = r.fs.statfs().blocks_avail as usize;
+    let count = avail * 4096 * pct / 100 / FILE;
+    let files: Vec<u32> = (0..count).map(|i| r.create(&format!("f{i}"))).collect();
+    for &f in &files {
+        let d = bytes(rng, FILE);
+        r.write(f, 0, &d);
+    }
+    r.sync();
+    files
+}
+
+/// Rewrites whole files picked at random, four times as many rewrites as files, an fsync
+/// (every other one an fdatasync) after each eighth; `each` runs after every rewrite with its
+/// number. Returns the number of rewrites.
+fn rewrite_at_random(
+    r: &mut Run,
+    rng: &mut Rng,
+    files: &[u32],
+    mut each: impl FnMut(&mut Run, usize),
+) -> usize {
+    let rewrites = files.len() * 4;
+    for i in 0..rewrites {
+        let f = files[rng.below(files.len() as u64) as usize];
+        let d = bytes(rng, FILE);
+        r.write(f, 0, &d);
+        if i % 8 == 7 {
+            r.fsync(f, i % 16 == 15);
+        }
+        each(r, i);
+    }
+    rewrites
 }
 
 /// Paced writers (`gc_pace`, seed 003) with the background cleaner beside them, as the daemon
@@ -728,35 +753,21 @@ fn paced_rewrites_beside_the_background_cleaner() {
         ..r.fs.options()
     });
     let mut rng = Rng::new(13);
-    const FILE: usize = 16 * 4096;
-    let avail = r.fs.statfs().blocks_avail as usize;
-    let count = avail * 4096 * 88 / 100 / FILE;
-    let files: Vec<u32> = (0..count).map(|i| r.create(&format!("f{i}"))).collect();
-    for &f in &files {
-        let d = bytes(&mut rng, FILE);
-        r.write(f, 0, &d);
-    }
-    r.sync();
+    let files = files_filling(&mut r, &mut rng, 88);
     // The background thread's first step marks it running: writes pace from then on.
     r.fs.background_gc_step().unwrap();
-    let rewrites = count * 4;
-    for i in 0..rewrites {
-        let f = files[rng.below(count as u64) as usize];
-        let d = bytes(&mut rng, FILE);
-        r.write(f, 0, &d);
-        if i % 8 == 7 {
-            r.fsync(f, i % 16 == 15);
-        }
-        // The background thread wakes when a write asks for its checkpoint, and now and then.
+    // It wakes when a write asks for its checkpoint, and now and then: every third rewrite.
+    let rewrites = rewrite_at_random(&mut r, &mut rng, &files, |r, i| {
         if i % 3 == 2 {
             r.fs.background_gc_step().unwrap();
         }
-    }
+    });
     let gc = r.fs.status().unwrap().gc;
     assert!(
         gc.paced_steps > 0 && gc.checkpoints_for_space > 0 && gc.data_blocks_moved > 0,
         "the writes did not pace: {gc:?}"
     );
+    let count = files.len();
     eprintln!(
         "paced_rewrites_beside_the_background_cleaner: {count} files, {rewrites} rewrites, {gc:?}"
     );
