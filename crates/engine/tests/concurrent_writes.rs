@@ -460,3 +460,60 @@ fn lookup_beside_create_and_unlink_is_found_or_not_found() {
         assert!(found + missing > 0);
     });
 }
+
+/// The landing queue (the daemon's landing thread): a change hands its large data batches to
+/// the queue and returns before they are written. Until they land, readers get the bytes from
+/// memory; with nobody serving the queue, the ninth 1 MiB write finds it full and writes its
+/// own batch (no change waits for the thread); an fsync waits until the thread has written
+/// everything it points at; the image then holds every byte, and fsck.f2fs is clean.
+#[test]
+fn large_writes_are_landed_by_the_queue_thread_and_fsync_waits_for_them() {
+    let dev = gate_device();
+    let fs = Fs::with_device_rw(Box::new(dev.clone())).unwrap();
+    let root = fs.root_ino();
+    let f = fs
+        .create_node(root, b"big", common::crash::file_mode())
+        .unwrap();
+    let queue = fs.landing_queue().expect("the landing queue");
+    assert!(fs.landing_queue().is_none(), "the queue is taken once");
+    let mut expect = Vec::new();
+    let written_before = dev.counters().snapshot().total_written();
+    for i in 0..12u8 {
+        let chunk = pattern(i, 1 << 20);
+        fs.write(f, u64::from(i) << 20, &chunk).unwrap();
+        expect.extend_from_slice(&chunk);
+    }
+    // Eight batches wait in the queue; the last four were written by their own changes.
+    let landed_by_changes = dev.counters().snapshot().total_written() - written_before;
+    assert!(
+        (4 * 256..8 * 256).contains(&landed_by_changes),
+        "{landed_by_changes} data blocks written by the changes themselves"
+    );
+    assert!(
+        read_all(&fs, f) == expect,
+        "a reader missed bytes still queued"
+    );
+    std::thread::scope(|s| {
+        let fs = &fs;
+        let lander = s.spawn(move || {
+            let mut batches = 0;
+            loop {
+                match queue.next(Duration::from_millis(50)) {
+                    uf2fs_engine::Landing::Batch(b) => {
+                        fs.land_batch(b);
+                        batches += 1;
+                    }
+                    uf2fs_engine::Landing::Idle if batches < 8 => {}
+                    _ => return batches,
+                }
+            }
+        });
+        fs.fsync(f, false).unwrap();
+        // Every data block was on the device when fsync returned (besides its nodes).
+        let written = dev.counters().snapshot().total_written() - written_before;
+        assert!(written >= 12 * 256, "fsync returned after {written} blocks");
+        assert_eq!(lander.join().unwrap(), 8, "batches the thread wrote");
+    });
+    let again = unmount_and_judge(fs, &dev, "landing_queue");
+    assert!(read_all(&again, again.resolve(b"/big", true).unwrap()) == expect);
+}
