@@ -2,7 +2,7 @@
 //! its space checked first; a checkpoint being written without the lock is settled by whoever
 //! next needs it durable (`ws_settled`). See "Requests and locking" in docs/design.md.
 
-use crate::data::write_or_hand_over;
+use crate::data::write_batches;
 use crate::durability::checkpoint::prepare;
 use crate::error::{Error, Result};
 use crate::gc::{Pace, Room};
@@ -42,10 +42,10 @@ impl Fs {
         drop(ws);
         // The data goes to the device without the write lock: other changes, checkpoints
         // excepted, proceed meanwhile (a checkpoint waits for these blocks to land).
-        let written = write_or_hand_over(
+        let written = write_batches(
             &*self.vol().dev,
             &self.vol().inflight,
-            batches,
+            &batches,
             IoCause::UserData,
         );
         let checkpointed = match checkpoint {
@@ -53,30 +53,6 @@ impl Fs {
             Some(prepared) => prepared.and_then(|w| self.write_prepared(w)),
         };
         r.and_then(|t| written.and(checkpointed).map(|()| t))
-    }
-
-    /// Takes the landing queue: from now on a change hands its large data batches to the
-    /// thread that serves the queue (`land_batch`) instead of writing them before it returns,
-    /// so that its caller goes on while another CPU writes. The daemon runs that thread; a
-    /// library user who never takes the queue keeps every write in its change. `None` on a
-    /// read-only volume, or if the queue was taken already.
-    pub fn landing_queue(&self) -> Option<crate::data::LandingQueue> {
-        self.vol().write.as_ref()?;
-        self.vol().inflight.open_queue()
-    }
-
-    /// Writes a batch taken from the landing queue (a failure is kept for the next fsync or
-    /// checkpoint, which stops on it, as for a change's own write).
-    pub fn land_batch(&self, b: crate::data::QueuedBatch) {
-        let v = self.vol();
-        if let Err(e) = crate::data::land_one(&*v.dev, &v.inflight, &b.0, IoCause::UserData) {
-            tracing::error!("{e}");
-        }
-    }
-
-    /// Closes the landing queue (changes write their own batches again).
-    pub fn close_landing_queue(&self) {
-        self.vol().inflight.close_queue();
     }
 
     /// The write lock, with room for a change of `blocks` new blocks (`Fs::make_room`, paced:

@@ -136,54 +136,6 @@ impl Runs {
 pub(crate) struct Inflight {
     state: Mutex<State>,
     landed: Condvar,
-    /// Where large batches go to be written by a thread of their own (`Fs::landing_queue`);
-    /// `None` until one is taken, and then every batch is written by the change that made it.
-    queue: Mutex<Option<std::sync::mpsc::SyncSender<Batch>>>,
-}
-
-impl Runs {
-    /// The bytes held.
-    fn bytes(&self) -> usize {
-        self.runs.iter().map(|(_, r)| r.len()).sum()
-    }
-}
-
-/// Batches at least this large are handed to the landing thread when there is one: the
-/// change's caller (a FUSE request's thread) replies at once and takes its next request while
-/// another CPU writes these to the device. Smaller ones are written by the change itself:
-/// handing them over would cost more than the write.
-pub(crate) const LAND_AWAY_BYTES: usize = 256 << 10;
-
-/// Batches queued for the landing thread at most; a change that finds the queue full writes
-/// its own (so at most this many MiB wait, beside the one being written).
-const LANDING_QUEUE: usize = 8;
-
-/// The receiving end of the landing queue (`Fs::landing_queue`): a thread that takes batches
-/// from it and writes them (`Fs::land_batch`).
-pub struct LandingQueue(pub(crate) std::sync::mpsc::Receiver<Batch>);
-
-/// A batch of data blocks waiting for the landing thread.
-pub struct QueuedBatch(pub(crate) Batch);
-
-/// What the landing thread finds in its queue.
-pub enum Landing {
-    /// A batch to write.
-    Batch(QueuedBatch),
-    /// Nothing within the wait.
-    Idle,
-    /// The volume let go of the queue (closed or unmounted): the thread may end.
-    Closed,
-}
-
-impl LandingQueue {
-    /// The next batch, waiting at most `timeout`.
-    pub fn next(&self, timeout: std::time::Duration) -> Landing {
-        match self.0.recv_timeout(timeout) {
-            Ok(b) => Landing::Batch(QueuedBatch(b)),
-            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => Landing::Idle,
-            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => Landing::Closed,
-        }
-    }
 }
 
 #[derive(Default)]
@@ -258,74 +210,6 @@ impl Inflight {
     pub fn failure(&self) -> Option<String> {
         self.lock().failure.clone()
     }
-
-    /// Opens the landing queue and returns its receiving end; `None` if one was taken already.
-    pub(crate) fn open_queue(&self) -> Option<LandingQueue> {
-        let mut q = self.queue.lock().unwrap_or_else(|p| p.into_inner());
-        if q.is_some() {
-            return None;
-        }
-        let (tx, rx) = std::sync::mpsc::sync_channel(LANDING_QUEUE);
-        *q = Some(tx);
-        Some(LandingQueue(rx))
-    }
-
-    /// Closes the landing queue: batches are written by their changes again (the landing
-    /// thread writes what is queued and ends).
-    pub(crate) fn close_queue(&self) {
-        self.queue.lock().unwrap_or_else(|p| p.into_inner()).take();
-    }
-
-    /// Hands `batch` to the landing thread; gives it back when there is none, it is small, or
-    /// the queue is full.
-    fn hand_over(&self, batch: Batch) -> std::result::Result<(), Batch> {
-        if batch.bytes() < LAND_AWAY_BYTES {
-            return Err(batch);
-        }
-        let q = self.queue.lock().unwrap_or_else(|p| p.into_inner());
-        match q.as_ref() {
-            Some(tx) => tx.try_send(batch).map_err(|e| match e {
-                std::sync::mpsc::TrySendError::Full(b)
-                | std::sync::mpsc::TrySendError::Disconnected(b) => b,
-            }),
-            None => Err(batch),
-        }
-    }
-}
-
-/// Writes one batch and lets readers go to the device for its blocks again; a failure is
-/// kept in `inflight` (the next change, fsync or checkpoint stops on it).
-pub(crate) fn land_one(
-    dev: &dyn BlockDevice,
-    inflight: &Inflight,
-    b: &Batch,
-    cause: IoCause,
-) -> Result<()> {
-    let r = b.write(dev, cause);
-    let err = r.as_ref().err().map(|e| format!("data write: {e}"));
-    inflight.done(b, err);
-    r
-}
-
-/// Writes a change's batches once the write lock is let go: large ones go to the landing
-/// thread when there is one (the change does not wait for them: a fsync or checkpoint waits
-/// until nothing is in flight, and a failure reaches it there), the rest are written here.
-pub(crate) fn write_or_hand_over(
-    dev: &dyn BlockDevice,
-    inflight: &Inflight,
-    batches: Vec<Batch>,
-    cause: IoCause,
-) -> Result<()> {
-    let mut first = Ok(());
-    for b in batches {
-        if let Err(b) = inflight.hand_over(b) {
-            let r = land_one(dev, inflight, &b, cause);
-            if first.is_ok() {
-                first = r;
-            }
-        }
-    }
-    first
 }
 
 /// Writes batches of data blocks made by a change and lets readers go to the device for them
@@ -339,7 +223,9 @@ pub(crate) fn write_batches(
 ) -> Result<()> {
     let mut first = Ok(());
     for b in batches {
-        let r = land_one(dev, inflight, b, cause);
+        let r = b.write(dev, cause);
+        let err = r.as_ref().err().map(|e| format!("data write: {e}"));
+        inflight.done(b, err);
         if first.is_ok() {
             first = r;
         }

@@ -12,7 +12,6 @@ mod cache;
 mod change;
 mod check;
 mod data;
-pub use data::{Landing, LandingQueue, QueuedBatch};
 mod devices;
 mod durability;
 mod error;

@@ -238,9 +238,6 @@ pub fn serve(
     if fs.is_writable() && opts.background_gc != uf2fs_engine::BackgroundGc::Off {
         spawn_cleaner(Arc::downgrade(&fs));
     }
-    if fs.is_writable() {
-        spawn_lander(&fs);
-    }
     if fs.is_writable() && opts.cp_interval > 0 {
         spawn_checkpointer(
             Arc::downgrade(&fs),
@@ -316,35 +313,6 @@ fn transport(ring: Option<&fuser::IoUringInfo>) -> String {
             }
         ),
         None => "/dev/fuse".to_string(),
-    }
-}
-
-/// The landing thread: writes the large data batches changes hand it (`Fs::landing_queue`),
-/// so that a FUSE request's thread replies once the blocks are linked and takes its next
-/// request while this one writes them. With FUSE over io_uring every WRITE of a writeback
-/// stream arrives on the flusher's CPU queue; this moves the device write to the other CPU.
-/// The volume is held only while a batch is written: at unmount the final checkpoint waits
-/// for what is queued, then the daemon holds the last reference.
-fn spawn_lander(fs: &Arc<uf2fs_engine::Fs>) {
-    let Some(queue) = fs.landing_queue() else {
-        return;
-    };
-    let weak = Arc::downgrade(fs);
-    let spawned = std::thread::Builder::new()
-        .name("uf2fs-land".into())
-        .spawn(move || loop {
-            match queue.next(std::time::Duration::from_millis(200)) {
-                uf2fs_engine::Landing::Batch(batch) => match weak.upgrade() {
-                    Some(fs) => fs.land_batch(batch),
-                    None => return,
-                },
-                uf2fs_engine::Landing::Idle if weak.strong_count() > 0 => {}
-                uf2fs_engine::Landing::Idle | uf2fs_engine::Landing::Closed => return,
-            }
-        });
-    if let Err(e) = spawned {
-        tracing::error!("landing thread not started: {e}; changes write their own data");
-        fs.close_landing_queue();
     }
 }
 
