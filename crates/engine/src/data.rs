@@ -104,6 +104,11 @@ impl Runs {
         run.resize(run.len() + BLOCK_SIZE - n, 0);
     }
 
+    /// The runs, (start, bytes) each, taken out (their buffers are not pooled).
+    pub fn into_runs(mut self) -> Vec<(u32, Vec<u8>)> {
+        std::mem::take(&mut self.runs)
+    }
+
     /// Every address held.
     pub fn addrs(&self) -> impl Iterator<Item = u32> + '_ {
         self.runs
@@ -248,11 +253,6 @@ pub(crate) fn land(
         ))),
         None => Ok(()),
     }
-}
-
-/// Blocks by address as runs of contiguous addresses (1 MiB at most each): (start, bytes).
-pub(crate) fn runs(writes: &BTreeMap<u32, Block>) -> Vec<(u32, Vec<u8>)> {
-    std::mem::take(&mut Runs::of(writes).runs)
 }
 
 /// Writes blocks in runs of contiguous addresses, one request each.

@@ -24,7 +24,7 @@
 //!
 //! nat_bits are never written; the flag is cleared (FORMAT-NOTES: the simplest correct choice).
 
-use crate::data::{land, runs};
+use crate::data::{land, Runs};
 use crate::durability::state::{chain_version, IoDone, Pending};
 use crate::error::{Error, Result};
 use crate::space::Log;
@@ -213,16 +213,36 @@ fn build(vol: &Vol, ws: &mut WriteState, umount: bool) -> Result<CheckpointWrite
     // version, which never matches the chain rule of the last one. So if this checkpoint
     // does not land, they end the roll-forward chain instead of extending it (Linux would
     // replay chain nodes of an fsync'd file even without the FSYNC mark).
-    let writes = write_nodes(vol, ws, &dirty, ws.cp.version.wrapping_add(1), |_, _| 0)?;
-    // Nodes only the cleaner changed are counted as its writes.
-    let (by_gc, by_users): (BTreeMap<u32, Block>, BTreeMap<u32, Block>) = writes
-        .into_iter()
-        .partition(|(_, b)| vol.nodes.is_gc_only(Footer::of(b).nid));
-    for (start, run) in runs(&by_users) {
-        body.push((u64::from(start), run, IoCause::Node, "node blocks"));
-    }
-    for (start, run) in runs(&by_gc) {
-        body.push((u64::from(start), run, IoCause::GcNode, "node blocks"));
+    // Sealed straight into their runs, one set per log (a log's blocks are contiguous) and
+    // cause: with the dirty nodes themselves, that is the only copy (a sealed map beside its
+    // runs made a checkpoint of a full dirty budget hold three). Nodes only the cleaner
+    // changed are counted as its writes.
+    let mut sets: Vec<(bool, Log, Runs)> = Vec::new();
+    write_nodes(
+        vol,
+        ws,
+        &dirty,
+        ws.cp.version.wrapping_add(1),
+        |_, _| 0,
+        |addr, nid, log, b| {
+            let gc = vol.nodes.is_gc_only(nid);
+            let i = match sets.iter().position(|(g, l, _)| *g == gc && *l == log) {
+                Some(i) => i,
+                None => {
+                    sets.push((gc, log, Runs::with_capacity(dirty.len())));
+                    sets.len() - 1
+                }
+            };
+            if let Some((_, _, r)) = sets.get_mut(i) {
+                r.push(addr, b);
+            }
+        },
+    )?;
+    for (gc, _, set) in sets {
+        let cause = if gc { IoCause::GcNode } else { IoCause::Node };
+        for (start, run) in set.into_runs() {
+            body.push((u64::from(start), run, cause, "node blocks"));
+        }
     }
     ws.segs.roll_full()?;
     let ssa = u64::from(vol.layout.ssa);
@@ -384,17 +404,19 @@ fn build(vol: &Vol, ws: &mut WriteState, umount: bool) -> Result<CheckpointWrite
     })
 }
 
-/// Gives each node of `nodes` a new block in its log (footer sealed with `cp_ver`, its successor in the log and the marks `marks(nid, block)` returns), moves its NAT
-/// entry there and invalidates its old block. Returns the blocks to write, by address.
+/// Gives each node of `nodes` a new block in its log (footer sealed with `cp_ver`, its
+/// successor in the log and the marks `marks(nid, block)` returns), moves its NAT entry there
+/// and invalidates its old block. Each sealed block goes to `sink(address, nid, log, block)`,
+/// which keeps it for writing.
 pub(crate) fn write_nodes(
     vol: &Vol,
     ws: &mut WriteState,
     nodes: &BTreeMap<u32, (Arc<Block>, Log)>,
     cp_ver: u64,
     mut marks: impl FnMut(u32, &Block) -> u32,
-) -> Result<BTreeMap<u32, Block>> {
+    mut sink: impl FnMut(u32, u32, Log, &Block),
+) -> Result<()> {
     let dev = &*vol.dev;
-    let mut writes: BTreeMap<u32, Block> = BTreeMap::new();
     for (&nid, (block, log)) in nodes {
         let old = vol.nat.entry(dev, nid)?;
         if old.block_addr != 0 {
@@ -420,9 +442,9 @@ pub(crate) fn write_nodes(
                 block_addr: addr,
             },
         )?;
-        writes.insert(addr, b);
+        sink(addr, nid, *log, &b);
     }
-    Ok(writes)
+    Ok(())
 }
 
 /// A summary block's journal (`which` 0: NAT, else SIT): a count, then the entries, laid out

@@ -222,8 +222,12 @@ impl Fs {
             0
         };
         let ver = ws.cp.footer_version();
-        let mut writes: BTreeMap<u32, Block> = write_nodes(v, ws, &dnodes, ver, |_, _| 0)?;
-        writes.extend(write_nodes(v, ws, &inode, ver, |_, _| FSYNC_BIT | dent)?);
+        let mut writes: BTreeMap<u32, Block> = BTreeMap::new();
+        let mut keep = |addr, _, _, b: &Block| {
+            writes.insert(addr, *b);
+        };
+        write_nodes(v, ws, &dnodes, ver, |_, _| 0, &mut keep)?;
+        write_nodes(v, ws, &inode, ver, |_, _| FSYNC_BIT | dent, &mut keep)?;
         write_runs(&*v.dev, &writes, IoCause::Node)?;
         v.nodes.written(&dnodes);
         v.nodes.written(&inode);
