@@ -197,13 +197,15 @@ impl Unmounter {
         let mp = self.mountpoint.display();
         // The kernel keeps the mount busy until the daemon has answered the RELEASE of every
         // file closed (it sends them in the background): a program that closed its last file
-        // and asks at once meets EBUSY for a moment. Asked again for up to a second.
+        // and asks at once meets EBUSY for a moment. Asked again for up to 150 ms: longer,
+        // and a refused unmount (a process really in the mount) could still happen after its
+        // caller was told "busy", once that process left.
         let mut tries = 0;
         let tried = loop {
             match rustix::mount::unmount(&self.mountpoint, rustix::mount::UnmountFlags::empty()) {
-                Err(Errno::BUSY) if tries < 50 => {
+                Err(Errno::BUSY) if tries < 15 => {
                     tries += 1;
-                    std::thread::sleep(std::time::Duration::from_millis(20));
+                    std::thread::sleep(std::time::Duration::from_millis(10));
                 }
                 r => break r,
             }
