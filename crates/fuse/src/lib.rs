@@ -223,7 +223,8 @@ pub fn serve(
                 fsync_requests: counters.load(std::sync::atomic::Ordering::Relaxed),
                 transport: transport(ring.as_ref()),
                 write_stops: WriteStops {
-                    kept_back_bytes: margin.load(std::sync::atomic::Ordering::Relaxed) * 4096, // F2FS blocks are 4 KiB
+                    kept_back_bytes: margin.load(std::sync::atomic::Ordering::Relaxed)
+                        * uf2fs_engine::uf2fs_device::BLOCK_SIZE as u64,
                     writers_stopped: stopped.load(std::sync::atomic::Ordering::Relaxed),
                 },
                 log: log.clone(),
@@ -292,8 +293,6 @@ pub fn serve(
     outcome
 }
 
-/// The background cleaner (`background_gc=on|sync`): steps while there is work, naps when
-/// there is none or a change holds the write lock; ends with the volume.
 /// How requests reach the daemon, for `uf2fs status`.
 fn transport(ring: Option<&fuser::IoUringInfo>) -> String {
     match ring {
@@ -316,6 +315,8 @@ fn transport(ring: Option<&fuser::IoUringInfo>) -> String {
     }
 }
 
+/// The background cleaner (`background_gc=on|sync`): steps while there is work, naps when
+/// there is none or a change holds the write lock; ends with the volume.
 fn spawn_cleaner(fs: std::sync::Weak<uf2fs_engine::Fs>) {
     let spawned = std::thread::Builder::new()
         .name("uf2fs-gc".into())

@@ -85,19 +85,20 @@ pub struct Volume {
     /// page cache with no opener's flags, so a file with such a handle open has its writes
     /// treated as synchronous (an fsync follows each), as they were without the cache.
     sync_opens: Mutex<HashMap<u32, u32>>,
-    /// Writes from the page cache that failed, by nid, not yet reported to a writer: the
-    /// next GETATTR made for an open handle of the file (the kernel makes one at write(2)
-    /// once its attributes are stale) answers the error once, so that a writer filling a
-    /// full volume stops (see docs/design.md, "The writeback cache").
-    failed_writeback: Mutex<HashMap<u32, Errno>>,
+    /// Errors for writers, by nid, not yet reported: a write from the page cache that failed,
+    /// or one that reached into the margin kept back (`cache_margin`). The next GETATTR made
+    /// for an open handle of the file (the kernel makes one at write(2) once its attributes
+    /// are stale) answers the error once, so that a writer filling a full volume stops (see
+    /// docs/design.md, "The writeback cache").
+    pending_errors: Mutex<HashMap<u32, Errno>>,
     /// With the writeback cache: free blocks kept back from writers (`statfs` does not count
     /// them as available), at least what the kernel may hold dirty for this mount. A cached
     /// write that leaves fewer free is stored, and its writer is told ENOSPC at its next
     /// write(2) (as for a failed writeback), so that the pages the kernel already took still
     /// find room. Set at mount (`cache_margin_slot`); 0 until then.
     cache_margin: Arc<AtomicU64>,
-    /// Files marked to tell their writer an error at its next write(2)
-    /// (`note_failed_writeback`), since mount.
+    /// Files marked to tell their writer an error at its next write(2) (`mark_writer`),
+    /// since mount.
     writers_stopped: Arc<AtomicU64>,
 }
 
@@ -113,7 +114,7 @@ impl Volume {
             killpriv: AtomicBool::new(false),
             writeback: AtomicBool::new(false),
             sync_opens: Mutex::new(HashMap::new()),
-            failed_writeback: Mutex::new(HashMap::new()),
+            pending_errors: Mutex::new(HashMap::new()),
             cache_margin: Arc::new(AtomicU64::new(0)),
             writers_stopped: Arc::new(AtomicU64::new(0)),
         }
@@ -143,8 +144,8 @@ impl Volume {
     /// back (`cache_margin`): either way write(2) would go on filling the cache. Kept for the
     /// file's next GETATTR through a handle, and the kernel is told its attributes are
     /// stale so that the writer's next write(2) asks at once.
-    fn note_failed_writeback(&self, ino: INodeNo, nid: u32, e: Errno) {
-        if let Ok(mut m) = self.failed_writeback.lock() {
+    fn mark_writer(&self, ino: INodeNo, nid: u32, e: Errno) {
+        if let Ok(mut m) = self.pending_errors.lock() {
             if m.insert(nid, e).is_some() {
                 return;
             }
@@ -162,15 +163,15 @@ impl Volume {
     /// SETATTR of the times after each writeback, a `stat`, a lookup or `ls -l` of its
     /// directory) would make them fresh again and the writer's write(2) would not ask.
     fn attr_ttl(&self, nid: u32) -> Duration {
-        match self.failed_writeback.lock() {
+        match self.pending_errors.lock() {
             Ok(m) if m.contains_key(&nid) => Duration::ZERO,
             _ => TTL,
         }
     }
 
-    /// The failed writeback of `nid` not yet reported, taken (reported once).
-    fn take_failed_writeback(&self, nid: u32) -> Option<Errno> {
-        self.failed_writeback.lock().ok()?.remove(&nid)
+    /// The error for `nid`'s writer not yet reported, taken (reported once).
+    fn take_pending_error(&self, nid: u32) -> Option<Errno> {
+        self.pending_errors.lock().ok()?.remove(&nid)
     }
 
     /// The F2FS ioctls that change what a file may do (release, reserve, compress on
@@ -696,9 +697,10 @@ impl Filesystem for Volume {
     fn getattr(&self, _req: &Request, ino: INodeNo, fh: Option<FileHandle>, reply: ReplyAttr) {
         let nid = self.nid(ino);
         // Through a handle: the kernel's write(2) (also a read past the end or a seek to it)
-        // refreshing stale attributes. A failed writeback of the file is reported here once.
+        // refreshing stale attributes. An error kept for the file's writer is reported here,
+        // once.
         if fh.is_some() {
-            if let Some(e) = self.take_failed_writeback(nid) {
+            if let Some(e) = self.take_pending_error(nid) {
                 reply.error(e);
                 return;
             }
@@ -957,7 +959,7 @@ impl Filesystem for Volume {
         // An error not yet reported through a handle belongs to the handles open before
         // (the kernel also returns a failed writeback from their fsync and close); a new
         // handle starts without it.
-        let _ = self.take_failed_writeback(nid);
+        let _ = self.take_pending_error(nid);
         // Hold the inode so that an unlink while open keeps it (an orphan) until release.
         let held = self.fs.is_writable()
             && match self.fs.hold(nid) {
@@ -1073,7 +1075,7 @@ impl Filesystem for Volume {
                 if let Some(before) = avail_before {
                     let after = self.fs.statfs().blocks_avail;
                     if after < before && after < margin {
-                        self.note_failed_writeback(ino, nid, Errno::ENOSPC);
+                        self.mark_writer(ino, nid, Errno::ENOSPC);
                     }
                 }
                 reply.written(n as u32);
@@ -1081,7 +1083,7 @@ impl Filesystem for Volume {
             Err(e) => {
                 let e = errno(e);
                 if cached {
-                    self.note_failed_writeback(ino, nid, e);
+                    self.mark_writer(ino, nid, e);
                 }
                 reply.error(e);
             }
@@ -1355,8 +1357,8 @@ impl Filesystem for Volume {
             });
         match made {
             Ok((nid, a)) => {
-                // A new inode may reuse the nid of one whose writeback failed.
-                let _ = self.take_failed_writeback(nid);
+                // A new inode may reuse the nid of one marked for its writer.
+                let _ = self.take_pending_error(nid);
                 let held = self.fs.hold(nid).is_ok();
                 let sync = self.note_sync_open(nid, flags);
                 reply.created(
