@@ -220,6 +220,11 @@ fn specs(a: &GcWafArgs) -> Vec<Spec> {
     a.workloads.iter().map(|&w| spec(a, w)).collect()
 }
 
+/// The job's first line: `avail`, the fresh mount's free MiB as statfs counts them (`f_bfree`,
+/// rounded up as df rounds), the same on uf2fs and on Linux (see `fill_pct`).
+const FREE_MIB: &str =
+    "avail=$(stat -f -c '%f %S' $MNT | awk '{print int(($1 * $2 + 1048575) / 1048576)}')";
+
 fn spec(a: &GcWafArgs, w: Workload) -> Spec {
     let (warm, meas) = (pct(a.warm), pct(a.measure));
     let bs = BLOCK;
@@ -229,7 +234,7 @@ fn spec(a: &GcWafArgs, w: Workload) -> Spec {
             mkfs.splice(0..0, ["-o".to_string(), o.clone()]);
         }
         let body = format!(
-            "avail=$(stat -f -c '%f %S' $MNT | awk '{{print int(($1 * $2 + 1048575) / 1048576)}}')\n\
+            "{FREE_MIB}\n\
              echo \"$avail 0\" > $OUT/sizes.txt\n\
              snap start\n\
              step fill $PAYLOAD/wload smallfiles $MNT/d {kib}\n\
@@ -286,7 +291,7 @@ fn spec(a: &GcWafArgs, w: Workload) -> Spec {
         ""
     };
     let body = format!(
-        "avail=$(stat -f -c '%f %S' $MNT | awk '{{print int(($1 * $2 + 1048575) / 1048576)}}')\n\
+        "{FREE_MIB}\n\
          fill=$((avail * {fill} / 100))\n\
          echo \"$avail $fill\" > $OUT/sizes.txt\n\
          snap start\n\
