@@ -104,11 +104,6 @@ impl Runs {
         run.resize(run.len() + BLOCK_SIZE - n, 0);
     }
 
-    /// The runs, (start, bytes) each, taken out (their buffers are not pooled).
-    pub fn into_runs(mut self) -> Vec<(u32, Vec<u8>)> {
-        std::mem::take(&mut self.runs)
-    }
-
     /// Every address held.
     pub fn addrs(&self) -> impl Iterator<Item = u32> + '_ {
         self.runs

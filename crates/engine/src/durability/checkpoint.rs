@@ -24,7 +24,7 @@
 //!
 //! nat_bits are never written; the flag is cleared (FORMAT-NOTES: the simplest correct choice).
 
-use crate::data::{land, Runs};
+use crate::data::land;
 use crate::durability::state::{chain_version, IoDone, Pending};
 use crate::error::{Error, Result};
 use crate::space::Log;
@@ -48,8 +48,40 @@ use zerocopy::{FromBytes, IntoBytes};
 /// that block, a flush.
 pub(crate) struct CheckpointWrites {
     io: Arc<IoDone>,
+    /// The sealed nodes, by run of contiguous addresses: the same blocks the dirty map holds
+    /// until the checkpoint lands, so the checkpoint makes no copy of them.
+    nodes: Vec<NodeRun>,
     body: Vec<(u64, Vec<u8>, IoCause, &'static str)>,
     trailing: (u64, Block),
+}
+
+/// Sealed node blocks at contiguous addresses from `start`, and what writes them.
+struct NodeRun {
+    start: u32,
+    blocks: Vec<Arc<Block>>,
+    cause: IoCause,
+}
+
+impl NodeRun {
+    /// The address just past the run.
+    fn next(&self) -> u64 {
+        u64::from(self.start) + self.blocks.len() as u64
+    }
+
+    /// Writes the run through `staging`, at most a MiB per request.
+    fn write(&self, dev: &dyn uf2fs_device::BlockDevice, staging: &mut Vec<u8>) -> Result<()> {
+        const PER_REQUEST: usize = (1 << 20) / BLOCK_SIZE;
+        for (i, chunk) in self.blocks.chunks(PER_REQUEST).enumerate() {
+            staging.clear();
+            for b in chunk {
+                staging.extend_from_slice(&b[..]);
+            }
+            let at = u64::from(self.start) + (i * PER_REQUEST) as u64;
+            dev.write_blocks(at, staging, self.cause)
+                .map_err(|e| Error::io(format!("node blocks at block {at}"), e))?;
+        }
+        Ok(())
+    }
 }
 
 fn put(b: &mut [u8], at: usize, bytes: &[u8]) {
@@ -173,6 +205,11 @@ impl CheckpointWrites {
         let started = std::time::Instant::now();
         let io = |what: String| move |e: std::io::Error| Error::io(what, e);
         let r = (|| {
+            let mut staging = Vec::new();
+            for run in &self.nodes {
+                run.write(dev, &mut staging)?;
+            }
+            drop(staging);
             for (addr, bytes, cause, what) in &self.body {
                 dev.write_blocks(*addr, bytes, *cause)
                     .map_err(io(format!("{what} at block {addr}")))?;
@@ -213,37 +250,47 @@ fn build(vol: &Vol, ws: &mut WriteState, umount: bool) -> Result<CheckpointWrite
     // version, which never matches the chain rule of the last one. So if this checkpoint
     // does not land, they end the roll-forward chain instead of extending it (Linux would
     // replay chain nodes of an fsync'd file even without the FSYNC mark).
-    // Sealed straight into their runs, one set per log (a log's blocks are contiguous) and
-    // cause: with the dirty nodes themselves, that is the only copy (a sealed map beside its
-    // runs made a checkpoint of a full dirty budget hold three). Nodes only the cleaner
-    // changed are counted as its writes.
-    let mut sets: Vec<(bool, Log, Runs)> = Vec::new();
+    // Each node is sealed into a block that at once replaces its dirty copy (readers find
+    // the sealed one until the checkpoint lands; the unsealed one is let go) and that the
+    // checkpoint writes from there: the dirty nodes are the only copy a checkpoint holds (a
+    // map of sealed copies beside their runs once made a checkpoint of a full dirty budget
+    // hold three, then two). Nodes only the cleaner changed are counted as its writes.
+    let mut sealed: BTreeMap<u32, (Arc<Block>, Log)> = BTreeMap::new();
+    let mut nodes: Vec<NodeRun> = Vec::new();
+    // The open run of each (cleaner's, log) pair: a log's blocks are contiguous.
+    let mut open: Vec<(bool, Log, usize)> = Vec::new();
     write_nodes(
         vol,
         ws,
-        &dirty,
+        dirty,
         ws.cp.version.wrapping_add(1),
         |_, _| 0,
-        |addr, nid, log, b| {
+        |addr, nid, log, b, unsealed| {
             let gc = vol.nodes.is_gc_only(nid);
-            let i = match sets.iter().position(|(g, l, _)| *g == gc && *l == log) {
-                Some(i) => i,
+            let b = Arc::new(b);
+            vol.nodes.sealed(nid, &unsealed, &b);
+            drop(unsealed);
+            sealed.insert(nid, (b.clone(), log));
+            let cause = if gc { IoCause::GcNode } else { IoCause::Node };
+            let run = open
+                .iter()
+                .find(|(g, l, _)| *g == gc && *l == log)
+                .map(|(_, _, i)| *i)
+                .filter(|i| nodes.get(*i).is_some_and(|r| r.next() == u64::from(addr)));
+            match run.and_then(|i| nodes.get_mut(i)) {
+                Some(r) => r.blocks.push(b),
                 None => {
-                    sets.push((gc, log, Runs::with_capacity(dirty.len())));
-                    sets.len() - 1
+                    open.retain(|(g, l, _)| !(*g == gc && *l == log));
+                    open.push((gc, log, nodes.len()));
+                    nodes.push(NodeRun {
+                        start: addr,
+                        blocks: vec![b],
+                        cause,
+                    });
                 }
-            };
-            if let Some((_, _, r)) = sets.get_mut(i) {
-                r.push(addr, b);
             }
         },
     )?;
-    for (gc, _, set) in sets {
-        let cause = if gc { IoCause::GcNode } else { IoCause::Node };
-        for (start, run) in set.into_runs() {
-            body.push((u64::from(start), run, cause, "node blocks"));
-        }
-    }
     ws.segs.roll_full()?;
     let ssa = u64::from(vol.layout.ssa);
     for (segno, blk) in ws.segs.take_summaries() {
@@ -395,10 +442,11 @@ fn build(vol: &Vol, ws: &mut WriteState, umount: bool) -> Result<CheckpointWrite
         start_seq,
         prefree: ws.segs.prefree_set().clone(),
         reserved: ws.segs.reserved_set().clone(),
-        nodes: dirty,
+        nodes: sealed,
     });
     Ok(CheckpointWrites {
         io,
+        nodes,
         body,
         trailing: (start + total as u64 - 1, cpb),
     })
@@ -406,18 +454,19 @@ fn build(vol: &Vol, ws: &mut WriteState, umount: bool) -> Result<CheckpointWrite
 
 /// Gives each node of `nodes` a new block in its log (footer sealed with `cp_ver`, its
 /// successor in the log and the marks `marks(nid, block)` returns), moves its NAT entry there
-/// and invalidates its old block. Each sealed block goes to `sink(address, nid, log, block)`,
-/// which keeps it for writing.
+/// and invalidates its old block. Each sealed block is handed to `sink(address, nid, log,
+/// sealed, unsealed)`, which keeps it for writing (the unsealed block is the one `nodes` held).
 pub(crate) fn write_nodes(
     vol: &Vol,
     ws: &mut WriteState,
-    nodes: &BTreeMap<u32, (Arc<Block>, Log)>,
+    nodes: impl IntoIterator<Item = (u32, (Arc<Block>, Log))>,
     cp_ver: u64,
     mut marks: impl FnMut(u32, &Block) -> u32,
-    mut sink: impl FnMut(u32, u32, Log, &Block),
+    mut sink: impl FnMut(u32, u32, Log, Block, Arc<Block>),
 ) -> Result<()> {
     let dev = &*vol.dev;
-    for (&nid, (block, log)) in nodes {
+    for (nid, (block, log)) in nodes {
+        let log = &log;
         let old = vol.nat.entry(dev, nid)?;
         if old.block_addr != 0 {
             ws.segs.invalidate(old.block_addr);
@@ -430,7 +479,7 @@ pub(crate) fn write_nodes(
             },
         )?;
         let next = ws.segs.next_addr(*log)?;
-        let mut b: Block = **block;
+        let mut b: Block = *block;
         let m = marks(nid, &b);
         seal_node(vol, &mut b, nid, cp_ver, next, m);
         let f = Footer::of(&b);
@@ -442,7 +491,7 @@ pub(crate) fn write_nodes(
                 block_addr: addr,
             },
         )?;
-        sink(addr, nid, *log, &b);
+        sink(addr, nid, *log, b, block);
     }
     Ok(())
 }

@@ -223,11 +223,12 @@ impl Fs {
         };
         let ver = ws.cp.footer_version();
         let mut writes: BTreeMap<u32, Block> = BTreeMap::new();
-        let mut keep = |addr, _, _, b: &Block| {
-            writes.insert(addr, *b);
+        let mut keep = |addr, _, _, b: Block, _| {
+            writes.insert(addr, b);
         };
-        write_nodes(v, ws, &dnodes, ver, |_, _| 0, &mut keep)?;
-        write_nodes(v, ws, &inode, ver, |_, _| FSYNC_BIT | dent, &mut keep)?;
+        write_nodes(v, ws, dnodes.clone(), ver, |_, _| 0, &mut keep)?;
+        let marks = |_: u32, _: &Block| FSYNC_BIT | dent;
+        write_nodes(v, ws, inode.clone(), ver, marks, &mut keep)?;
         write_runs(&*v.dev, &writes, IoCause::Node)?;
         v.nodes.written(&dnodes);
         v.nodes.written(&inode);

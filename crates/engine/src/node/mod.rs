@@ -160,6 +160,25 @@ impl Nodes {
             .clone())
     }
 
+    /// A checkpoint sealed dirty node `nid` (`unsealed`, as its snapshot had it) into
+    /// `sealed`, the block it writes: unless a change replaced it since, the dirty copy
+    /// becomes the sealed one, in the dirty map and the clean cache, so that one copy is kept.
+    pub fn sealed(&self, nid: u32, unsealed: &Arc<Block>, sealed: &Arc<Block>) {
+        let Ok(mut d) = self.dirty.lock() else {
+            return;
+        };
+        if let Some((cur, _)) = d.map.get_mut(&nid) {
+            if Arc::ptr_eq(cur, unsealed) {
+                *cur = sealed.clone();
+                if let Ok(mut c) = self.cache.lock() {
+                    if let Some(slot) = c.get_mut(&nid) {
+                        *slot = sealed.clone();
+                    }
+                }
+            }
+        }
+    }
+
     /// The nodes of a snapshot are on disk and in the NAT: they stop being dirty, unless a
     /// change made since the snapshot replaced or forgot one (a checkpoint's blocks land
     /// while other changes run): that node's newer state stays as it is.
