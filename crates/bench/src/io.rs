@@ -188,6 +188,8 @@ struct Cell {
     value: f64,
     /// The uf2fs daemon's (or, for the engine, this process's) peak RSS in KiB.
     peak_rss_kib: Option<u64>,
+    /// The daemon's memory bound (`cache_size`, from its status), for uf2fs cells.
+    bound_bytes: Option<u64>,
     detail: Value,
 }
 
@@ -304,17 +306,23 @@ impl Bench<'_> {
         .map(|_| ())
     }
 
-    fn daemon_pid(&self) -> Res<String> {
+    /// The daemon's pid and its memory bound (`cache_size`), from its status.
+    fn daemon(&self) -> Res<(String, Option<u64>)> {
         let out = sh(&format!(
             "{} status {} --json",
             q(&self.uf2fs),
             q(self.root(Target::Uf2fs)?)
         ))?;
         let v: Value = serde_json::from_str(&out).map_err(|e| format!("status JSON: {e}"))?;
-        v.get("pid")
+        let pid = v
+            .get("pid")
             .and_then(Value::as_u64)
             .map(|p| p.to_string())
-            .ok_or_else(|| "no pid in uf2fs status".into())
+            .ok_or("no pid in uf2fs status")?;
+        let bound = v
+            .pointer("/memory/cache_size_bytes")
+            .and_then(Value::as_u64);
+        Ok((pid, bound))
     }
 
     /// Fresh state before a measurement: the daemon remounted (cold, its peak reset), the
@@ -408,7 +416,7 @@ impl Bench<'_> {
             cmd += " --end_fsync=1";
         }
         let pid = if t == Target::Uf2fs {
-            Some(self.daemon_pid()?)
+            Some(self.daemon()?)
         } else {
             None
         };
@@ -428,7 +436,8 @@ impl Bench<'_> {
             .ok_or("fio gave no bandwidth")?;
         Ok(Cell {
             value: bw / f64::from(1 << 20),
-            peak_rss_kib: pid.as_deref().and_then(peak_rss),
+            peak_rss_kib: pid.as_ref().and_then(|(p, _)| peak_rss(p)),
+            bound_bytes: pid.as_ref().and_then(|(_, b)| *b),
             detail: json!({
                 "wall_seconds": wall,
                 "iops": j.pointer(&format!("/{side}/iops")),
@@ -454,7 +463,7 @@ impl Bench<'_> {
         };
         self.cold(t)?;
         let pid = if t == Target::Uf2fs {
-            Some(self.daemon_pid()?)
+            Some(self.daemon()?)
         } else {
             None
         };
@@ -466,7 +475,8 @@ impl Bench<'_> {
         let secs = started.elapsed().as_secs_f64();
         Ok(Cell {
             value: secs,
-            peak_rss_kib: pid.as_deref().and_then(peak_rss),
+            peak_rss_kib: pid.as_ref().and_then(|(p, _)| peak_rss(p)),
+            bound_bytes: pid.as_ref().and_then(|(_, b)| *b),
             detail: json!({ "command": cmd }),
         })
     }
@@ -484,6 +494,32 @@ impl Bench<'_> {
             None => self.tree(t, name),
         }
     }
+}
+
+/// The memory goal: every workload's peak RSS within the daemon's bound (`cache_size`).
+fn memory_goal(rows: &[(String, Vec<(Target, Cell)>)]) -> Option<Value> {
+    let cells: Vec<(&str, u64, u64)> = rows
+        .iter()
+        .filter_map(|(name, cells)| {
+            let c = cells
+                .iter()
+                .find(|(t, _)| *t == Target::Uf2fs)
+                .map(|(_, c)| c)?;
+            Some((name.as_str(), c.peak_rss_kib? * 1024, c.bound_bytes?))
+        })
+        .collect();
+    let (worst, peak, bound) = cells.iter().max_by_key(|(_, p, b)| p * 1000 / b.max(&1))?;
+    let met = cells.iter().all(|(_, p, b)| p <= b);
+    let mib = |b: &u64| *b as f64 / f64::from(1 << 20);
+    println!(
+        "goal memory: highest peak RSS {:.0} MiB ({worst}) of cache_size {:.0} MiB (want every workload within it): {}",
+        mib(peak),
+        mib(bound),
+        if met { "met" } else { "NOT met" }
+    );
+    Some(
+        json!({ "workload": worst, "peak_rss_bytes": peak, "cache_size_bytes": bound, "met": met }),
+    )
 }
 
 /// The median round of a cell (by value), with every round's value and the highest peak RSS.
@@ -547,6 +583,7 @@ fn engine_job(b: &Bench, name: &str) -> Res<Cell> {
                 return Ok(Cell {
                     value: size as f64 / secs / f64::from(1 << 20),
                     peak_rss_kib: None,
+                    bound_bytes: None,
                     detail: json!({ "seconds": secs }),
                 });
             }
@@ -641,6 +678,7 @@ fn engine_job(b: &Bench, name: &str) -> Res<Cell> {
     Ok(Cell {
         value,
         peak_rss_kib: None,
+        bound_bytes: None,
         detail: Value::Object(detail),
     })
 }
@@ -902,6 +940,7 @@ fn print_and_save(
     ]
     .into_iter()
     .flatten()
+    .chain(memory_goal(rows))
     .collect();
     let path = b.dir.join("io.json");
     let doc = json!({

@@ -300,6 +300,11 @@ fn second_mount_and_bad_options_are_refused() {
             "fsync_mode=sometimes",
             "bad value 'sometimes' for mount option fsync_mode",
         ),
+        // cache_size bounds the whole daemon: too little for its own buffers is refused.
+        (
+            "cache_size=16M",
+            "cache_size=16M is too small (at least 28M",
+        ),
     ] {
         let (ok, _, err) = try_run(
             Command::new(bin())
@@ -317,6 +322,65 @@ fn second_mount_and_bad_options_are_refused() {
             .arg(dir.join("b")),
     );
     assert!(!ok && err.contains("missing"), "missing image: {err}");
+    fsck_both(&img);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `cache_size` is the daemon's memory bound: `uf2fs status` shows it split between the
+/// daemon's request buffers and the caches, and what is resident, which stays within it
+/// through a tree of files written, synced and read back (the benchmark's tree workloads
+/// measure the peaks: `uf2fs-bench io`).
+#[test]
+fn the_status_shows_the_memory_bound_and_the_daemon_stays_within_it() {
+    let dir = scratch("mount-memory");
+    let img = dir.join("img");
+    mkfs(&img, "256M");
+    let mnt = dir.join("m");
+    let m = Mount::new(&bin(), &img, &mnt, &["cache_size=40M"]);
+    for d in 0..10 {
+        let sub = mnt.join(format!("d{d}"));
+        std::fs::create_dir(&sub).unwrap();
+        for f in 0..500 {
+            std::fs::write(sub.join(format!("f{f}")), vec![d as u8; 3000 + f]).unwrap();
+        }
+    }
+    uf2fs(&["sync".as_ref(), mnt.as_os_str()]);
+    for d in 0..10 {
+        for f in 0..500 {
+            let got = std::fs::read(mnt.join(format!("d{d}/f{f}"))).unwrap();
+            assert_eq!(got, vec![d as u8; 3000 + f], "d{d}/f{f}");
+        }
+    }
+    let st: serde_json::Value = serde_json::from_str(&uf2fs(&[
+        "status".as_ref(),
+        "--json".as_ref(),
+        mnt.as_os_str(),
+    ]))
+    .unwrap();
+    let n = |p: &str| st.pointer(p).and_then(|v| v.as_u64()).unwrap_or(0);
+    assert_eq!(n("/memory/cache_size_bytes"), 40 << 20, "{st}");
+    assert_eq!(
+        n("/memory/own_bytes") + n("/memory/caches_bytes"),
+        40 << 20,
+        "{st}"
+    );
+    assert!(n("/memory/caches_bytes") >= 4 << 20, "{st}");
+    let (rss, peak) = (
+        n("/memory/resident_bytes"),
+        n("/memory/peak_resident_bytes"),
+    );
+    assert!(rss > 0 && rss <= peak, "{st}");
+    assert!(
+        peak <= 40 << 20,
+        "peak resident {peak} above cache_size: {st}"
+    );
+    let text = uf2fs(&["status".as_ref(), mnt.as_os_str()]);
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("memory:") && l.contains("of cache_size 40 MiB")),
+        "{text}"
+    );
+    m.umount();
     fsck_both(&img);
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -1,7 +1,9 @@
-//! The bound on the engine's memory: one figure (`Options::cache_bytes`, the mount's
-//! `cache_size`) split between the clean caches (node blocks, NAT blocks, parsed inodes) and
-//! the dirty nodes a change may leave before it asks for a checkpoint. A leaf: the rooms that
-//! keep caches read their share here.
+//! The bound on the engine's memory: one figure (`Options::cache_bytes`; the mount gives it
+//! what its `cache_size` leaves after the daemon's own buffers) split between the clean caches
+//! (node blocks, NAT blocks, parsed inodes) and the dirty nodes a change may leave before it
+//! asks for a checkpoint, so that together they stay within it. A checkpoint writes the dirty
+//! nodes from the dirty map itself and keeps no copy of them. A leaf: the rooms that keep
+//! caches read their share here.
 
 use uf2fs_format::BLOCK_SIZE;
 
@@ -15,13 +17,13 @@ const INODE_CACHE_ENTRY_BYTES: u64 = 4608;
 /// What a bound gives each cache, in entries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct CacheCaps {
-    /// Clean node blocks: half the bound.
+    /// Clean node blocks: a quarter of the bound.
     pub nodes: usize,
-    /// Clean NAT blocks: a quarter.
+    /// Clean NAT blocks: an eighth.
     pub nat: usize,
-    /// Parsed inodes: a quarter.
+    /// Parsed inodes: an eighth.
     pub inodes: usize,
-    /// Dirty node blocks before a checkpoint: as many blocks as the whole bound.
+    /// Dirty node blocks before a checkpoint: half.
     pub dirty: usize,
 }
 
@@ -30,10 +32,10 @@ impl CacheCaps {
         let bytes = bytes.max(MIN_CACHE_BYTES);
         let block = BLOCK_SIZE as u64;
         CacheCaps {
-            nodes: (bytes / 2 / block) as usize,
-            nat: (bytes / 4 / block) as usize,
-            inodes: (bytes / 4 / INODE_CACHE_ENTRY_BYTES) as usize,
-            dirty: (bytes / block) as usize,
+            nodes: (bytes / 4 / block) as usize,
+            nat: (bytes / 8 / block) as usize,
+            inodes: (bytes / 8 / INODE_CACHE_ENTRY_BYTES) as usize,
+            dirty: (bytes / 2 / block) as usize,
         }
     }
 
@@ -64,9 +66,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_default_bound_keeps_the_old_sizes_and_small_ones_are_raised() {
+    fn the_shares_add_up_to_the_bound_and_small_ones_are_raised() {
         let d = CacheCaps::default_caps();
-        assert_eq!((d.nodes, d.nat, d.dirty), (8192, 4096, 16384));
+        assert_eq!((d.nodes, d.nat, d.dirty), (4096, 2048, 8192));
+        let block = BLOCK_SIZE as u64;
+        let total =
+            (d.nodes + d.nat + d.dirty) as u64 * block + d.inodes as u64 * INODE_CACHE_ENTRY_BYTES;
+        assert!(total <= DEFAULT_CACHE_BYTES, "{total}");
+        assert!(total > DEFAULT_CACHE_BYTES - block * 2, "{total}");
         assert_eq!(
             CacheCaps::for_bytes(1),
             CacheCaps::for_bytes(MIN_CACHE_BYTES)

@@ -26,9 +26,8 @@ pub(crate) struct Vol {
     pub(crate) inodes: Mutex<HashMap<u32, Arc<Inode>>>,
     /// Parsed inodes kept at most (from `Options::cache_bytes`).
     pub(crate) inode_cap: usize,
-    /// Dirty node blocks kept before a change asks for a checkpoint (as many blocks as
-    /// `Options::cache_bytes` holds: the clean caches and the dirty nodes each stay within
-    /// that bound).
+    /// Dirty node blocks kept before a change asks for a checkpoint (half of
+    /// `Options::cache_bytes`; the clean caches share the other half).
     pub(crate) dirty_budget: usize,
     /// Moves (under the `inodes` lock) whenever an inode changes, so that a reader that
     /// fetched a block before the change does not cache it after.
@@ -144,8 +143,9 @@ pub struct Options {
     pub gc_pace: bool,
     /// Whether the daemon cleans ahead of need (`background_gc`).
     pub background_gc: BackgroundGc,
-    /// The most memory the clean caches (node and NAT blocks, parsed inodes) take, in bytes
-    /// (`cache_size`): half to node blocks, a quarter each to NAT blocks and inodes.
+    /// The most memory the caches take, in bytes (what the mount's `cache_size` leaves after
+    /// the daemon's buffers): half to the dirty nodes before a checkpoint, a quarter to clean
+    /// node blocks, an eighth each to NAT blocks and parsed inodes.
     pub cache_bytes: u64,
     /// A frozen clock, for reproducible images (`uf2fs import --timestamp`): every inode time
     /// a change sets is this second (nanoseconds 0), new inodes get i_generation 0 (as

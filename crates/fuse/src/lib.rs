@@ -50,6 +50,8 @@ pub struct MountStatus {
     /// Free space kept back from writers for the kernel's dirty pages (with the writeback
     /// cache), and the files whose writer was told ENOSPC or a failed writeback.
     pub write_stops: WriteStops,
+    /// The daemon's memory against its bound.
+    pub memory: Memory,
     pub log: Log,
     #[serde(flatten)]
     pub volume: uf2fs_engine::Status,
@@ -63,6 +65,46 @@ pub struct WriteStops {
     /// Files whose writer was (or is to be) told ENOSPC, or a failed writeback, at its next
     /// write(2), since mount.
     pub writers_stopped: u64,
+}
+
+/// The daemon's memory: the bound (`cache_size`) and how it is split, and what is resident.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Memory {
+    pub cache_size_bytes: u64,
+    /// The daemon's own request and run buffers, code and stacks.
+    pub own_bytes: u64,
+    /// The engine's clean caches and dirty nodes.
+    pub caches_bytes: u64,
+    /// Resident now and at most since start (`VmRSS`, `VmHWM`); 0 where unknown.
+    pub resident_bytes: u64,
+    pub peak_resident_bytes: u64,
+}
+
+impl Memory {
+    fn now(cache_size: u64, serving: usize, caches: u64) -> Memory {
+        let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+        let kib = |key: &str| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(key))
+                .and_then(|rest| {
+                    rest.trim()
+                        .trim_end_matches("kB")
+                        .trim()
+                        .parse::<u64>()
+                        .ok()
+                })
+                .unwrap_or(0)
+                * 1024
+        };
+        Memory {
+            cache_size_bytes: cache_size,
+            own_bytes: options::daemon_own_bytes(serving),
+            caches_bytes: caches,
+            resident_bytes: kib("VmRSS:"),
+            peak_resident_bytes: kib("VmHWM:"),
+        }
+    }
 }
 
 /// Opens the volume as the options ask. A volume that cannot be written (a feature we do not
@@ -108,6 +150,14 @@ pub fn serve(
     for d in &mut opts.devices {
         *d = std::fs::canonicalize(&*d).map_err(|e| format!("device {}: {e}", d.display()))?;
     }
+    // The request threads that will serve (io_uring: as many per CPU queue as it takes), for
+    // the part of `cache_size` the daemon's own buffers take.
+    let serving = if opts.io_uring {
+        fuser::io_uring_serving_threads(opts.threads).map_or(opts.threads, |n| n.max(opts.threads))
+    } else {
+        opts.threads
+    };
+    opts.check_cache_size(serving)?;
     let (mut fs, read_only_reason) = open_volume(&image, &opts)?;
     if let Some(why) = &read_only_reason {
         if !opts.read_only {
@@ -129,7 +179,7 @@ pub fn serve(
         gc_batch: opts.gc_batch,
         gc_pace: opts.gc_pace,
         background_gc: opts.background_gc,
-        cache_bytes: opts.cache_bytes,
+        cache_bytes: opts.engine_cache_bytes(serving),
         fixed_time: None,
         compress: opts.compress,
     });
@@ -227,6 +277,7 @@ pub fn serve(
                         * uf2fs_engine::uf2fs_device::BLOCK_SIZE as u64,
                     writers_stopped: stopped.load(std::sync::atomic::Ordering::Relaxed),
                 },
+                memory: Memory::now(opts.cache_bytes, serving, opts.engine_cache_bytes(serving)),
                 log: log.clone(),
                 volume: fs
                     .upgrade()

@@ -103,6 +103,8 @@ mod request_param;
 mod session;
 mod time;
 mod uring;
+// uf2fs: how many threads the io_uring transport would start, for sizing the daemon's memory.
+pub use crate::uring::serving_threads as io_uring_serving_threads;
 
 /// We generally support async reads
 #[cfg(not(target_os = "macos"))]

@@ -99,6 +99,14 @@ impl Plan {
 }
 
 /// The number of possible CPUs, as the kernel counts its queues (`num_possible_cpus`).
+/// How many threads serve the queues when `n_threads` are asked for: one queue per possible
+/// CPU, each served by as many threads as it takes to reach `n_threads`. `None` if the CPU
+/// list cannot be read (then no ring is started).
+pub fn serving_threads(n_threads: usize) -> Option<usize> {
+    let queues = possible_cpus().ok()?;
+    Some(queues * n_threads.div_ceil(queues).max(1))
+}
+
 fn possible_cpus() -> io::Result<usize> {
     let text = std::fs::read_to_string("/sys/devices/system/cpu/possible")?;
     let bad = || io::Error::new(io::ErrorKind::InvalidData, format!("cpu list {text:?}"));
