@@ -385,6 +385,129 @@ fn the_status_shows_the_memory_bound_and_the_daemon_stays_within_it() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// The names `Dir` reads from here to the end, each with the offset after it.
+fn read_rest(dir: &mut rustix::fs::Dir) -> Vec<(String, i64)> {
+    let mut out = Vec::new();
+    while let Some(e) = dir.read() {
+        let e = e.unwrap();
+        out.push((e.file_name().to_string_lossy().into_owned(), e.offset()));
+    }
+    out
+}
+
+/// A directory is read by position (each entry's dentry block and slot, the cookies Linux's
+/// F2FS gives readdir), not copied whole at opendir: a reader that goes on after names were
+/// removed and added meets every name that stayed exactly once and none that was removed
+/// before it got there; seeking back to an offset it was given reads on from the same
+/// place; and holding many handles open on a large directory costs the daemon no memory per
+/// handle (it held a copy of the listing for each before).
+#[test]
+fn directories_are_read_by_position_through_changes_seeks_and_many_handles() {
+    use rustix::fs::{Dir, Mode, OFlags};
+    use std::collections::{BTreeSet, HashMap};
+    let dir = scratch("mount-readdir");
+    let img = dir.join("img");
+    mkfs(&img, "256M");
+    let mnt = dir.join("m");
+    let m = Mount::new(&bin(), &img, &mnt, &[]);
+    let big = mnt.join("big");
+    std::fs::create_dir(&big).unwrap();
+    let names: Vec<String> = (0..3000)
+        .map(|i| format!("entry-{i:05}-{}", "x".repeat(24)))
+        .collect();
+    for n in &names {
+        std::fs::write(big.join(n), b"").unwrap();
+    }
+    let open = || {
+        let fd = rustix::fs::open(&big, OFlags::RDONLY | OFlags::DIRECTORY, Mode::empty()).unwrap();
+        Dir::new(fd).unwrap()
+    };
+
+    // The order a reader meets the names in (by position: it stays while they exist).
+    let order: Vec<String> = read_rest(&mut open())
+        .into_iter()
+        .map(|(n, _)| n)
+        .filter(|n| n != "." && n != "..")
+        .collect();
+    assert_eq!(
+        order.iter().collect::<BTreeSet<_>>(),
+        names.iter().collect::<BTreeSet<_>>()
+    );
+    // Read a third, then change names well past what the reader has reached (and past what
+    // a reader buffers ahead), then read on.
+    let mut d = open();
+    let mut first = Vec::new();
+    while first.len() < 1000 {
+        let e = d.read().unwrap().unwrap();
+        first.push((e.file_name().to_string_lossy().into_owned(), e.offset()));
+    }
+    let removed: BTreeSet<&str> = order[2000..2200].iter().map(String::as_str).collect();
+    for n in &removed {
+        std::fs::remove_file(big.join(n)).unwrap();
+    }
+    for i in 0..200 {
+        std::fs::write(big.join(format!("late-{i:03}")), b"").unwrap();
+    }
+    let rest = read_rest(&mut d);
+    let mut count: HashMap<&str, usize> = HashMap::new();
+    for (n, _) in first.iter().chain(&rest) {
+        *count.entry(n.as_str()).or_default() += 1;
+    }
+    for n in names.iter().map(String::as_str).chain([".", ".."]) {
+        let want = usize::from(!removed.contains(n));
+        assert_eq!(count.get(n).copied().unwrap_or(0), want, "{n}");
+    }
+    assert!(count.values().all(|&c| c == 1), "a name came twice");
+
+    // Seeking back to an offset the reader was given reads on from the same place: the names
+    // that were there the first time come again, in the same order (late ones may join).
+    let (_, back) = first[499];
+    d.seek(back).unwrap();
+    let again = read_rest(&mut d);
+    let old: BTreeSet<&str> = names.iter().map(String::as_str).collect();
+    let keep = |v: &[(String, i64)]| -> Vec<String> {
+        v.iter()
+            .filter(|(n, _)| old.contains(n.as_str()) && !removed.contains(n.as_str()))
+            .map(|(n, _)| n.clone())
+            .collect()
+    };
+    let mut first_time = keep(&first[500..]);
+    first_time.extend(keep(&rest));
+    assert_eq!(keep(&again), first_time);
+
+    // Many handles on the directory, each past its first entries: no listing per handle.
+    let resident = || {
+        let st: serde_json::Value = serde_json::from_str(&uf2fs(&[
+            "status".as_ref(),
+            "--json".as_ref(),
+            mnt.as_os_str(),
+        ]))
+        .unwrap();
+        st.pointer("/memory/resident_bytes")
+            .and_then(|v| v.as_u64())
+            .unwrap()
+    };
+    let before = resident();
+    let mut handles: Vec<Dir> = Vec::new();
+    for _ in 0..300 {
+        let mut h = open();
+        for _ in 0..3 {
+            h.read().unwrap().unwrap();
+        }
+        handles.push(h);
+    }
+    let grown = resident().saturating_sub(before);
+    assert!(
+        grown < 16 << 20,
+        "300 open handles on a 3 000-entry directory grew the daemon by {grown} bytes"
+    );
+    drop(handles);
+    drop(d);
+    m.umount();
+    fsck_both(&img);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn read_only_mounts_write_nothing() {
     let dir = scratch("mount-ro");

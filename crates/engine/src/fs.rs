@@ -655,6 +655,41 @@ impl Fs {
         Ok(out)
     }
 
+    /// The entries of directory `ino` at position `from` and after, "." and ".." left out,
+    /// in order, each given to `f` with its position; `f` ends the walk with `Break`. An
+    /// entry's position is its dentry block times 214 plus its slot (an inline directory's are
+    /// its slots), which it keeps while it exists: Linux's F2FS gives readdir the same
+    /// positions, so a reader that resumes or seeks back to one sees every entry that stayed,
+    /// once, without the directory being read whole.
+    pub fn readdir_from(
+        &self,
+        ino: u32,
+        from: u64,
+        f: &mut dyn FnMut(u64, DirEntry) -> ControlFlow<()>,
+    ) -> Result<()> {
+        const PER_BLOCK: u64 = uf2fs_format::dentry::NR_DENTRY_IN_BLOCK as u64;
+        let dir = self.inode(ino)?;
+        let encrypted = dir.is_encrypted();
+        self.vol
+            .for_each_dentry_from(&dir, from / PER_BLOCK, &mut |block, e| {
+                let pos = block.saturating_mul(PER_BLOCK) + e.slot as u64;
+                if pos < from || e.name == b"." || e.name == b".." {
+                    return Ok(ControlFlow::Continue(()));
+                }
+                let name = if encrypted {
+                    self.nokey_entry_name(ino, e.ino, e.name, e.hash)?
+                } else {
+                    e.name.to_vec()
+                };
+                let entry = DirEntry {
+                    name,
+                    ino: e.ino,
+                    file_type: e.file_type,
+                };
+                Ok(f(pos, entry))
+            })
+    }
+
     fn data_inode(&self, ino: u32) -> Result<Arc<Inode>> {
         let i = self.inode(ino)?;
         if i.file_type == FileType::Directory {

@@ -14,12 +14,13 @@ use fuser::{
 };
 use std::collections::HashMap;
 use std::ffi::OsStr;
+use std::ops::ControlFlow;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
-use uf2fs_engine::{Attr, DirEntry, Error, FileType, Fs, NewInode, Time};
+use uf2fs_engine::{Attr, Error, FileType, Fs, NewInode, Time};
 
 use crate::acl;
 use crate::options::{Atime, MountOptions};
@@ -61,16 +62,13 @@ const HELD: u64 = 1;
 /// release (only with the writeback cache, whose writes do not carry the opener's flags).
 const SYNC_OPEN: u64 = 2;
 
-/// A directory's entries as readdir hands them out: name, nid, type.
-type Listing = Arc<Vec<(Vec<u8>, u32, FuseType)>>;
-
-/// Directory listings taken at opendir (and again at a rewind), by handle.
-type Listings = Mutex<HashMap<u64, Listing>>;
+/// Takes one directory entry for a READDIR reply: (offset after it, name, nid, type); true
+/// when the reply is full and the entry was not taken.
+type AddEntry<'a> = dyn FnMut(u64, &[u8], u32, FuseType) -> bool + 'a;
 
 pub struct Volume {
     pub fs: Arc<Fs>,
     pub opts: MountOptions,
-    listings: Listings,
     next_handle: AtomicU64,
     /// fsync and fsyncdir requests served.
     fsyncs: Arc<AtomicU64>,
@@ -107,7 +105,6 @@ impl Volume {
         Volume {
             fs,
             opts,
-            listings: Mutex::new(HashMap::new()),
             next_handle: AtomicU64::new(2),
             fsyncs: Arc::new(AtomicU64::new(0)),
             notifier: Arc::new(OnceLock::new()),
@@ -417,48 +414,44 @@ impl Volume {
             .is_some_and(|g| g.split_whitespace().any(|x| x.parse() == Ok(gid)))
     }
 
-    fn listing(&self, nid: u32) -> Result<Listing, Errno> {
-        let entries = self.fs.readdir(nid).map_err(errno)?;
-        let parent = self.fs.lookup(nid, b"..").unwrap_or(nid);
-        let mut out = Vec::with_capacity(entries.len() + 2);
-        out.push((b".".to_vec(), nid, FuseType::Directory));
-        out.push((b"..".to_vec(), parent, FuseType::Directory));
-        for DirEntry {
-            name,
-            ino,
-            file_type,
-        } in entries
-        {
-            let t = match file_type {
-                Some(t) => t,
-                None => self
-                    .fs
-                    .getattr(ino)
-                    .map(|a| a.file_type)
-                    .unwrap_or(FileType::Regular),
-            };
-            out.push((name, ino, fuse_type(t)));
+    /// Walks directory `nid` from READDIR offset `offset` on, giving `add(next offset, name,
+    /// nid, type)` each entry until it returns true (the reply is full). Offsets: 0 is ".",
+    /// 1 "..", and an entry at position p (its dentry block times 214 plus its slot, as the
+    /// engine numbers them and Linux's F2FS gives readdir) is followed by offset p + 3. So a
+    /// directory is never read whole into memory, a reader resumes or seeks back to an offset
+    /// and finds every entry that stayed there, once, and a rewind reads it as it is now.
+    /// Errors only if nothing was given: a damaged block further on is the next call's error.
+    fn list(&self, nid: u32, offset: u64, add: &mut AddEntry<'_>) -> Result<(), Errno> {
+        if offset == 0 && add(1, b".", nid, FuseType::Directory) {
+            return Ok(());
         }
-        Ok(Arc::new(out))
-    }
-
-    /// The listing a READDIR(PLUS) at `offset` reads: the one taken at opendir, or, for a
-    /// read from the start (a rewind), the directory as it is now.
-    fn listing_for(&self, ino: INodeNo, fh: FileHandle, offset: u64) -> Result<Listing, Errno> {
-        let cached = self
-            .listings
-            .lock()
-            .ok()
-            .and_then(|m| m.get(&fh.0).cloned());
-        match cached {
-            Some(l) if offset != 0 => Ok(l),
-            _ => {
-                let l = self.listing(self.nid(ino))?;
-                if let Ok(mut m) = self.listings.lock() {
-                    m.insert(fh.0, l.clone());
-                }
-                Ok(l)
+        if offset <= 1 {
+            let parent = self.fs.lookup(nid, b"..").unwrap_or(nid);
+            if add(2, b"..", parent, FuseType::Directory) {
+                return Ok(());
             }
+        }
+        let mut given = offset <= 1;
+        let r = self
+            .fs
+            .readdir_from(nid, offset.saturating_sub(2), &mut |pos, e| {
+                let t = match e.file_type {
+                    Some(t) => t,
+                    None => self
+                        .fs
+                        .getattr(e.ino)
+                        .map(|a| a.file_type)
+                        .unwrap_or(FileType::Regular),
+                };
+                if add(pos.saturating_add(3), &e.name, e.ino, fuse_type(t)) {
+                    return ControlFlow::Break(());
+                }
+                given = true;
+                ControlFlow::Continue(())
+            });
+        match r {
+            Err(e) if !given => Err(errno(e)),
+            _ => Ok(()),
         }
     }
 
@@ -1138,44 +1131,33 @@ impl Filesystem for Volume {
 
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
         let nid = self.nid(ino);
-        match self.listing(nid) {
-            Ok(l) => {
-                // Held like an open file: removed while open, it lives on (an orphan, as
-                // fstat on it must work) until releasedir.
-                let held = self.fs.is_writable() && self.fs.hold(nid).is_ok();
-                let h = self.next_handle.fetch_add(2, Ordering::Relaxed) | u64::from(held);
-                if let Ok(mut m) = self.listings.lock() {
-                    m.insert(h, l);
-                }
-                reply.opened(FileHandle(h), FopenFlags::empty());
-            }
-            Err(e) => reply.error(e),
+        // A directory that cannot be listed (not a directory, damage in its first block, no
+        // key for its names) is refused here, as when its listing was taken at opendir.
+        if let Err(e) = self.list(nid, 2, &mut |_, _, _, _| true) {
+            return reply.error(e);
         }
+        // Held like an open file: removed while open, it lives on (an orphan, as fstat on it
+        // must work) until releasedir.
+        let held = self.fs.is_writable() && self.fs.hold(nid).is_ok();
+        let h = self.next_handle.fetch_add(2, Ordering::Relaxed) | u64::from(held);
+        reply.opened(FileHandle(h), FopenFlags::empty());
     }
 
     fn readdir(
         &self,
         _req: &Request,
         ino: INodeNo,
-        fh: FileHandle,
+        _fh: FileHandle,
         offset: u64,
         mut reply: ReplyDirectory,
     ) {
-        let listing = match self.listing_for(ino, fh, offset) {
-            Ok(l) => l,
-            Err(e) => return reply.error(e),
-        };
-        for (i, (name, ino, t)) in listing.iter().enumerate().skip(offset as usize) {
-            if reply.add(
-                INodeNo((*ino).into()),
-                i as u64 + 1,
-                *t,
-                OsStr::from_bytes(name),
-            ) {
-                break;
-            }
+        let r = self.list(self.nid(ino), offset, &mut |next, name, nid, t| {
+            reply.add(INodeNo(nid.into()), next, t, OsStr::from_bytes(name))
+        });
+        match r {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
         }
-        reply.ok();
     }
 
     /// READDIR and a LOOKUP of every entry in one request: `ls -l`, `find | xargs stat` and
@@ -1185,40 +1167,37 @@ impl Filesystem for Volume {
         &self,
         _req: &Request,
         ino: INodeNo,
-        fh: FileHandle,
+        _fh: FileHandle,
         offset: u64,
         mut reply: ReplyDirectoryPlus,
     ) {
-        let listing = match self.listing_for(ino, fh, offset) {
-            Ok(l) => l,
-            Err(e) => return reply.error(e),
-        };
-        for (i, (name, nid, kind)) in listing.iter().enumerate().skip(offset as usize) {
-            let (fattr, generation, ttl) = match self.fs.getattr_shared(*nid) {
-                Ok(a) => (to_fuse_attr(&a), a.generation, self.attr_ttl(*nid)),
-                // Gone since the listing was taken (unlinked by someone else): as a later
+        let r = self.list(self.nid(ino), offset, &mut |next, name, nid, kind| {
+            let (fattr, generation, ttl) = match self.fs.getattr_shared(nid) {
+                Ok(a) => (to_fuse_attr(&a), a.generation, self.attr_ttl(nid)),
+                // Gone since its entry was read (unlinked by someone else): as a later
                 // readdir would, leave it out.
-                Err(uf2fs_engine::Error::NotFound) => continue,
+                Err(uf2fs_engine::Error::NotFound) => return false,
                 // An inode that cannot be read (damage) is still listed, as READDIR lists it,
                 // with attributes that expire at once: a stat of it asks again and gets the
                 // error. One bad inode must not hide its whole directory.
-                Err(_) => (unreadable_attr(*nid, *kind), 0, Duration::ZERO),
+                Err(_) => (unreadable_attr(nid, kind), 0, Duration::ZERO),
             };
             // "." and ".." carry the same numbers as in READDIR (the kernel does not look them
             // up; it may read a directory with either request, and a reader that seeks back
             // must see the same entries: fstests generic/257).
-            if reply.add(
+            reply.add(
                 fattr.ino,
-                i as u64 + 1,
+                next,
                 OsStr::from_bytes(name),
                 &ttl,
                 &fattr,
                 Generation(generation.into()),
-            ) {
-                break;
-            }
+            )
+        });
+        match r {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
         }
-        reply.ok();
     }
 
     fn releasedir(
@@ -1229,9 +1208,6 @@ impl Filesystem for Volume {
         _flags: OpenFlags,
         reply: ReplyEmpty,
     ) {
-        if let Ok(mut m) = self.listings.lock() {
-            m.remove(&fh.0);
-        }
         if fh.0 & HELD != 0 {
             if let Err(e) = self.fs.release(self.nid(ino)) {
                 return reply.error(errno(e));

@@ -189,6 +189,48 @@ impl Vol {
         Ok(())
     }
 
+    /// Calls `f(block, entry)` for each entry of `dir` in dentry block `from_block` and after,
+    /// in order (an inline directory's entries are block 0's: converting it keeps their slots);
+    /// stops early on `Break`. Addresses are looked up a few blocks at a time, so a walk that
+    /// stops early reads no more of a large directory than it needs.
+    pub(crate) fn for_each_dentry_from(
+        &self,
+        dir: &Inode,
+        from_block: u64,
+        f: &mut dyn FnMut(u64, &DirEntry<'_>) -> Result<ControlFlow<()>>,
+    ) -> Result<()> {
+        self.check_dir(dir)?;
+        if dir.has_inline_dentry() {
+            if from_block == 0 {
+                let area = DentryArea::inline(dir.inline_area());
+                let _stopped = self.scan_area(dir, area, 0, &mut |e| f(0, e))?;
+            }
+            return Ok(());
+        }
+        const STEP: u64 = 64;
+        let nblocks = dir_blocks(dir);
+        let mut at = from_block;
+        while at < nblocks {
+            let end = at.saturating_add(STEP).min(nblocks);
+            let mut blocks = Vec::new();
+            self.for_each_addr(dir, at, end, &mut |fblk, addr| {
+                blocks.push((fblk, addr));
+                Ok(())
+            })?;
+            for (fblk, addr) in blocks {
+                let b = self.read_data_block(addr.into(), "dentry block")?;
+                if self
+                    .scan_area(dir, DentryArea::block(&b), fblk, &mut |e| f(fblk, e))?
+                    .is_break()
+                {
+                    return Ok(());
+                }
+            }
+            at = end;
+        }
+        Ok(())
+    }
+
     /// The inode number of `name` in `dir`.
     pub(crate) fn lookup(&self, dir: &Inode, name: &[u8]) -> Result<u32> {
         self.check_dir(dir)?;
