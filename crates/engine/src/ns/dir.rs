@@ -164,29 +164,9 @@ impl Vol {
         Ok(Query::Plain(dn, enc))
     }
 
-    /// Every entry of `dir`, '.' and '..' included, in on-disk order.
+    /// Every entry of `dir`, '.' and '..' included, in on-disk order; stops early on `Break`.
     pub(crate) fn for_each_dentry(&self, dir: &Inode, f: &mut Each) -> Result<()> {
-        self.check_dir(dir)?;
-        if dir.has_inline_dentry() {
-            // Whether the visitor stopped early or not, the inline area is all there is.
-            let _stopped = self.scan_area(dir, DentryArea::inline(dir.inline_area()), 0, f)?;
-            return Ok(());
-        }
-        let mut blocks = Vec::new();
-        self.for_each_addr(dir, 0, dir_blocks(dir), &mut |fblk, addr| {
-            blocks.push((fblk, addr));
-            Ok(())
-        })?;
-        for (fblk, addr) in blocks {
-            let b = self.read_data_block(addr.into(), "dentry block")?;
-            if self
-                .scan_area(dir, DentryArea::block(&b), fblk, f)?
-                .is_break()
-            {
-                break;
-            }
-        }
-        Ok(())
+        self.for_each_dentry_from(dir, 0, &mut |_, e| f(e))
     }
 
     /// Calls `f(block, entry)` for each entry of `dir` in dentry block `from_block` and after,
