@@ -159,6 +159,12 @@ impl BlockDevice for JoinedDevice {
     fn is_read_only(&self) -> bool {
         self.parts.iter().any(|p| p.device.is_read_only())
     }
+
+    fn set_direct_writes(&self, on: bool) {
+        for p in &self.parts {
+            p.device.set_direct_writes(on);
+        }
+    }
 }
 
 #[cfg(test)]

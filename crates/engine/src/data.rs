@@ -20,7 +20,7 @@ pub(crate) type Batch = Arc<Runs>;
 /// Blocks at runs of contiguous addresses, each run's bytes in one buffer.
 #[derive(Default)]
 pub(crate) struct Runs {
-    runs: Vec<(u32, Vec<u8>)>,
+    runs: Vec<(u32, RunBuf)>,
     /// Blocks still expected: a new run's buffer is made that big at once.
     expect: usize,
 }
@@ -33,16 +33,66 @@ const MAX_RUN: usize = 1 << 20;
 /// its time writing 1 MiB requests). At most this many are kept (16 MiB).
 const POOLED_RUNS: usize = 16;
 
-static RUN_POOL: Mutex<Vec<Vec<u8>>> = Mutex::new(Vec::new());
+static RUN_POOL: Mutex<Vec<RunBuf>> = Mutex::new(Vec::new());
 
-/// An empty buffer for `want` bytes: a pooled one when `want` is a full run.
-fn run_buffer(want: usize) -> Vec<u8> {
+/// One run's bytes, starting at a block-aligned address in memory, so that the device may
+/// write it with O_DIRECT straight from here (`uf2fs_device::FileDevice`). The allocation is
+/// a block larger than the room and the run starts at its first aligned byte: the allocation
+/// never moves (it is never grown in place, only replaced), so the start stays aligned.
+struct RunBuf {
+    mem: Vec<u8>,
+    start: usize,
+    len: usize,
+}
+
+impl RunBuf {
+    /// An empty run with room for `room` bytes (whole blocks).
+    fn new(room: usize) -> RunBuf {
+        let mem = vec![0u8; room + BLOCK_SIZE];
+        let start = (BLOCK_SIZE - mem.as_ptr() as usize % BLOCK_SIZE) % BLOCK_SIZE;
+        RunBuf { mem, start, len: 0 }
+    }
+
+    fn room(&self) -> usize {
+        self.mem.len() - BLOCK_SIZE
+    }
+
+    fn bytes(&self) -> &[u8] {
+        self.mem
+            .get(self.start..self.start + self.len)
+            .unwrap_or(&[])
+    }
+
+    /// Appends one block (`data`, padded with zeros to a block), into a larger buffer when
+    /// this one is full.
+    fn push_block(&mut self, data: &[u8]) {
+        if self.len + BLOCK_SIZE > self.room() {
+            let mut bigger = RunBuf::new((self.room() * 2).clamp(BLOCK_SIZE, MAX_RUN));
+            if let Some(to) = bigger.mem.get_mut(bigger.start..bigger.start + self.len) {
+                to.copy_from_slice(self.bytes());
+            }
+            bigger.len = self.len;
+            *self = bigger;
+        }
+        let at = self.start + self.len;
+        let n = data.len().min(BLOCK_SIZE);
+        if let Some(to) = self.mem.get_mut(at..at + BLOCK_SIZE) {
+            let (head, tail) = to.split_at_mut(n);
+            head.copy_from_slice(data.get(..n).unwrap_or(&[]));
+            tail.fill(0);
+        }
+        self.len += BLOCK_SIZE;
+    }
+}
+
+/// An empty run buffer for `want` bytes: a pooled one when `want` is a full run.
+fn run_buffer(want: usize) -> RunBuf {
     if want == MAX_RUN {
         if let Some(b) = RUN_POOL.lock().ok().and_then(|mut p| p.pop()) {
             return b;
         }
     }
-    Vec::with_capacity(want)
+    RunBuf::new(want)
 }
 
 impl Drop for Runs {
@@ -54,8 +104,8 @@ impl Drop for Runs {
             if pool.len() >= POOLED_RUNS {
                 break;
             }
-            if run.capacity() == MAX_RUN {
-                run.clear();
+            if run.room() == MAX_RUN {
+                run.len = 0;
                 pool.push(run);
             }
         }
@@ -83,9 +133,9 @@ impl Runs {
     /// Appends `data` (at most one block; a shorter one is padded with zeros) at `addr`,
     /// extending the last run when `addr` follows it.
     pub fn push(&mut self, addr: u32, data: &[u8]) {
-        let fits = |(start, run): &&mut (u32, Vec<u8>)| {
-            run.len() < MAX_RUN
-                && u64::from(*start) + (run.len() / BLOCK_SIZE) as u64 == u64::from(addr)
+        let fits = |(start, run): &&mut (u32, RunBuf)| {
+            run.len < MAX_RUN
+                && u64::from(*start) + (run.len / BLOCK_SIZE) as u64 == u64::from(addr)
         };
         let run = match self.runs.last_mut().filter(fits) {
             Some((_, run)) => run,
@@ -99,16 +149,14 @@ impl Runs {
             }
         };
         self.expect = self.expect.saturating_sub(1);
-        let n = data.len().min(BLOCK_SIZE);
-        run.extend_from_slice(data.get(..n).unwrap_or(&[]));
-        run.resize(run.len() + BLOCK_SIZE - n, 0);
+        run.push_block(data);
     }
 
     /// Every address held.
     pub fn addrs(&self) -> impl Iterator<Item = u32> + '_ {
         self.runs
             .iter()
-            .flat_map(|(start, run)| (0..(run.len() / BLOCK_SIZE) as u32).map(move |i| start + i))
+            .flat_map(|(start, run)| (0..(run.len / BLOCK_SIZE) as u32).map(move |i| start + i))
     }
 
     /// The block at `addr`, if held.
@@ -119,13 +167,13 @@ impl Runs {
             .checked_sub(1)?;
         let (start, run) = self.runs.get(i)?;
         let at = (addr - start) as usize * BLOCK_SIZE;
-        run.get(at..at + BLOCK_SIZE)
+        run.bytes().get(at..at + BLOCK_SIZE)
     }
 
     /// Writes every run, one request each.
     pub fn write(&self, dev: &dyn BlockDevice, cause: IoCause) -> Result<()> {
         for (start, run) in &self.runs {
-            dev.write_blocks(u64::from(*start), run, cause)
+            dev.write_blocks(u64::from(*start), run.bytes(), cause)
                 .map_err(|e| Error::io(format!("blocks at {start}"), e))?;
         }
         Ok(())

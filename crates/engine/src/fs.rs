@@ -474,6 +474,7 @@ impl Fs {
         self.vol.nat.set_cache_cap(caps.nat);
         self.vol.inode_cap = caps.inodes;
         self.vol.dirty_budget = caps.dirty;
+        self.vol.dev.set_direct_writes(options.direct_writes);
         self.apply_alloc_mode();
     }
 

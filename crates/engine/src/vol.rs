@@ -141,6 +141,9 @@ pub struct Options {
     /// 003), instead of cleaning a batch and writing that checkpoint itself. Only where a
     /// background thread runs (`Fs::background_gc_step`).
     pub gc_pace: bool,
+    /// Whether large runs of user data are written to an image file or block device with
+    /// O_DIRECT, past the host's page cache (`direct_writes`; see `uf2fs_device::DIRECT_MIN`).
+    pub direct_writes: bool,
     /// Whether the daemon cleans ahead of need (`background_gc`).
     pub background_gc: BackgroundGc,
     /// The most memory the caches take, in bytes (what the mount's `cache_size` leaves after
@@ -343,6 +346,7 @@ impl Default for Options {
             gc_window: 0,
             gc_batch: crate::gc::state::DEFAULT_GC_BATCH,
             gc_pace: true,
+            direct_writes: true,
             background_gc: BackgroundGc::On,
             cache_bytes: crate::cache::DEFAULT_CACHE_BYTES,
             fixed_time: None,

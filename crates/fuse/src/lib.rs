@@ -178,6 +178,7 @@ pub fn serve(
         gc_window: opts.gc_window,
         gc_batch: opts.gc_batch,
         gc_pace: opts.gc_pace,
+        direct_writes: opts.direct_writes,
         background_gc: opts.background_gc,
         cache_bytes: opts.engine_cache_bytes(serving),
         fixed_time: None,

@@ -65,6 +65,9 @@ pub struct MountOptions {
     /// A write short of space cleans one section and goes on, the checkpoint that frees it
     /// written by the background thread (`gc_pace=on|off`, seed 003; default on).
     pub gc_pace: bool,
+    /// Large runs of file data go to the image with O_DIRECT, past the host's page cache
+    /// (`direct_writes=on|off`; default on).
+    pub direct_writes: bool,
     pub checkpoint_merge: bool,
     pub mode: AllocMode,
     /// Which rewrites go in place in adaptive mode (`ipu=fsync|force|off`).
@@ -133,6 +136,7 @@ impl Default for MountOptions {
             gc_window: 0,
             gc_batch: uf2fs_engine::DEFAULT_GC_BATCH,
             gc_pace: true,
+            direct_writes: true,
             checkpoint_merge: true,
             mode: AllocMode::Adaptive,
             ipu: IpuPolicy::Fsync,
@@ -315,6 +319,13 @@ impl MountOptions {
                     _ => return bad_value(v, "on, off"),
                 }
             }
+            ("direct_writes", Some(v)) => {
+                self.direct_writes = match v {
+                    "on" => true,
+                    "off" => false,
+                    _ => return bad_value(v, "on, off"),
+                }
+            }
             ("gc_window", Some(v)) => {
                 self.gc_window = match v.parse::<u32>() {
                     Ok(n) => n,
@@ -461,6 +472,7 @@ impl MountOptions {
                 | "gc_window"
                 | "gc_batch"
                 | "gc_pace"
+                | "direct_writes"
                 | "ipu"
                 | "data_temp"
                 | "cp_interval"
@@ -661,6 +673,19 @@ mod tests {
         assert!(e.contains("cache_size"), "{e}");
         let e = MountOptions::parse(&["cache_size"]).unwrap_err();
         assert!(e.contains("needs a value"), "{e}");
+    }
+
+    #[test]
+    fn direct_writes_are_on_unless_turned_off() {
+        assert!(MountOptions::parse::<&str>(&[]).unwrap().direct_writes);
+        assert!(
+            !MountOptions::parse(&["direct_writes=off"])
+                .unwrap()
+                .direct_writes
+        );
+        for bad in ["direct_writes=yes", "direct_writes"] {
+            assert!(MountOptions::parse(&[bad]).is_err(), "{bad}");
+        }
     }
 
     #[test]
