@@ -156,7 +156,7 @@ pub trait BlockDevice: Send + Sync {
     fn counters(&self) -> &IoCounters;
     fn is_read_only(&self) -> bool;
     /// Whether large runs of user data may bypass the host's page cache (O_DIRECT), where the
-    /// backend can; the others ignore it. On by default where supported.
+    /// backend can; the others ignore it. Off until asked for.
     fn set_direct_writes(&self, _on: bool) {}
 }
 
@@ -234,9 +234,10 @@ pub struct FileDevice {
     /// data: written from the daemon's buffer straight to the device, without a copy into the
     /// host's page cache (see [`DIRECT_MIN`]).
     direct: Option<File>,
-    /// Whether `direct` is used: off by request, or for good after the host refused a
-    /// direct write as unaligned (EINVAL).
+    /// Whether `direct` is used: off until asked for (`set_direct_writes`).
     direct_on: std::sync::atomic::AtomicBool,
+    /// The host refused a direct write as unaligned (EINVAL): buffered for good.
+    direct_refused: std::sync::atomic::AtomicBool,
     /// Writes made with O_DIRECT.
     direct_done: AtomicU64,
     blocks: u64,
@@ -275,7 +276,8 @@ impl FileDevice {
         };
         Ok(FileDevice {
             file,
-            direct_on: std::sync::atomic::AtomicBool::new(direct.is_some()),
+            direct_on: std::sync::atomic::AtomicBool::new(false),
+            direct_refused: std::sync::atomic::AtomicBool::new(false),
             direct,
             direct_done: AtomicU64::new(0),
             blocks: len / BLOCK_SIZE as u64,
@@ -298,6 +300,7 @@ impl FileDevice {
             || buf.len() < DIRECT_MIN
             || !(buf.as_ptr() as usize).is_multiple_of(BLOCK_SIZE)
             || !self.direct_on.load(Ordering::Relaxed)
+            || self.direct_refused.load(Ordering::Relaxed)
         {
             return Ok(false);
         }
@@ -309,7 +312,7 @@ impl FileDevice {
             // The host wants another alignment (a device of larger logical blocks): buffered
             // from now on.
             Err(e) if e.raw_os_error() == Some(rustix::io::Errno::INVAL.raw_os_error()) => {
-                self.direct_on.store(false, Ordering::Relaxed);
+                self.direct_refused.store(true, Ordering::Relaxed);
                 Ok(false)
             }
             Err(e) => Err(e),
@@ -389,8 +392,7 @@ impl BlockDevice for FileDevice {
     }
 
     fn set_direct_writes(&self, on: bool) {
-        self.direct_on
-            .store(on && self.direct.is_some(), Ordering::Relaxed);
+        self.direct_on.store(on, Ordering::Relaxed);
     }
 
     fn flush(&self) -> io::Result<()> {
@@ -629,6 +631,7 @@ mod tests {
         let p = std::env::temp_dir().join(format!("uf2fs-direct-{}", std::process::id()));
         std::fs::write(&p, vec![0u8; 64 * BLOCK_SIZE]).unwrap();
         let d = FileDevice::open(&p, true).unwrap();
+        d.set_direct_writes(true);
         assert!(
             d.direct.is_some(),
             "{}: the host refused O_DIRECT; this test needs a file system that takes it",
@@ -640,36 +643,53 @@ mod tests {
             b
         };
         // A buffered block, read into the page cache, then a direct run over it.
-        d.write_blocks(5, &[1u8; BLOCK_SIZE], IoCause::UserData).unwrap();
+        d.write_blocks(5, &[1u8; BLOCK_SIZE], IoCause::UserData)
+            .unwrap();
         assert_eq!(read(5), vec![1u8; BLOCK_SIZE]);
         let (run, s) = aligned(32, 2);
-        d.write_blocks(0, &run[s..s + 32 * BLOCK_SIZE], IoCause::UserData).unwrap();
+        d.write_blocks(0, &run[s..s + 32 * BLOCK_SIZE], IoCause::UserData)
+            .unwrap();
         assert_eq!(d.direct_writes(), 1);
         assert_eq!(read(5), vec![2u8; BLOCK_SIZE]);
         // Buffered again over part of it, still in the page cache (not flushed).
-        d.write_blocks(6, &[3u8; BLOCK_SIZE], IoCause::UserData).unwrap();
+        d.write_blocks(6, &[3u8; BLOCK_SIZE], IoCause::UserData)
+            .unwrap();
         assert_eq!(read(6), vec![3u8; BLOCK_SIZE]);
         // A direct run over that dirty cached block: the run wins.
         let (run, s) = aligned(16, 4);
-        d.write_blocks(4, &run[s..s + 16 * BLOCK_SIZE], IoCause::UserData).unwrap();
+        d.write_blocks(4, &run[s..s + 16 * BLOCK_SIZE], IoCause::UserData)
+            .unwrap();
         assert_eq!(d.direct_writes(), 2);
         assert_eq!(read(6), vec![4u8; BLOCK_SIZE]);
         // Not direct: small runs, other causes, unaligned buffers, or turned off.
         let (run, s) = aligned(16, 5);
-        d.write_blocks(32, &run[s..s + 8 * BLOCK_SIZE], IoCause::UserData).unwrap();
-        d.write_blocks(32, &run[s..s + 16 * BLOCK_SIZE], IoCause::GcData).unwrap();
+        d.write_blocks(32, &run[s..s + 8 * BLOCK_SIZE], IoCause::UserData)
+            .unwrap();
+        d.write_blocks(32, &run[s..s + 16 * BLOCK_SIZE], IoCause::GcData)
+            .unwrap();
         let (run, s) = aligned(17, 6);
         let off = s + 512;
-        d.write_blocks(32, &run[off..off + 16 * BLOCK_SIZE], IoCause::UserData).unwrap();
+        d.write_blocks(32, &run[off..off + 16 * BLOCK_SIZE], IoCause::UserData)
+            .unwrap();
         d.set_direct_writes(false);
-        d.write_blocks(48, &run[s..s + 16 * BLOCK_SIZE], IoCause::UserData).unwrap();
+        d.write_blocks(48, &run[s..s + 16 * BLOCK_SIZE], IoCause::UserData)
+            .unwrap();
         assert_eq!(d.direct_writes(), 2);
         assert_eq!(read(32), vec![6u8; BLOCK_SIZE]);
         assert_eq!(read(63), vec![6u8; BLOCK_SIZE]);
         d.flush().unwrap();
         drop(d);
         let bytes = std::fs::read(&p).unwrap();
-        for (blk, want) in [(0, 2u8), (3, 2), (4, 4), (6, 4), (19, 4), (20, 2), (31, 2), (32, 6)] {
+        for (blk, want) in [
+            (0, 2u8),
+            (3, 2),
+            (4, 4),
+            (6, 4),
+            (19, 4),
+            (20, 2),
+            (31, 2),
+            (32, 6),
+        ] {
             assert_eq!(bytes[blk * BLOCK_SIZE], want, "block {blk}");
         }
         std::fs::remove_file(&p).unwrap();
