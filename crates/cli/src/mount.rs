@@ -380,6 +380,15 @@ fn print_status(out: &mut impl Write, v: &Value) -> std::io::Result<()> {
         Some(w) => writeln!(out, "write amp.:   {w:.3} device blocks per data block")?,
         None => writeln!(out, "write amp.:   - (no file data written since mount)")?,
     }
+    if let Some(d) = v.pointer("/io/direct_writes").and_then(Value::as_str) {
+        writeln!(
+            out,
+            "direct:       {d}; {} runs of file data written past the host's page cache",
+            v.pointer("/io/direct_write_runs")
+                .and_then(Value::as_u64)
+                .unwrap_or(0)
+        )?;
+    }
     Ok(())
 }
 

@@ -385,6 +385,80 @@ fn the_status_shows_the_memory_bound_and_the_daemon_stays_within_it() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Large writes go to the image with O_DIRECT where the host file system takes it (status
+/// says so and counts the runs), every byte reads back after a remount, and
+/// `direct_writes=off` writes the same file through the host's page cache.
+#[test]
+fn large_writes_go_past_the_host_page_cache_and_read_back() {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let dir = scratch("mount-direct");
+    // Whether this host's file system takes O_DIRECT at all, asked directly.
+    let probe = dir.join("probe");
+    std::fs::write(&probe, [0u8; 4096]).unwrap();
+    let host_takes_it = std::fs::OpenOptions::new()
+        .write(true)
+        .custom_flags(rustix::fs::OFlags::DIRECT.bits() as i32)
+        .open(&probe)
+        .is_ok();
+    let data: Vec<u8> = (0..24u32 << 20).map(|i| (i * 7 + i / 4096) as u8).collect();
+    for (opts, want) in [
+        (&[][..], if host_takes_it { "on" } else { "not available" }),
+        (
+            &["direct_writes=off"][..],
+            if host_takes_it {
+                "off"
+            } else {
+                "not available"
+            },
+        ),
+    ] {
+        let img = dir.join("img");
+        let _ = std::fs::remove_file(&img);
+        mkfs(&img, "256M");
+        let mnt = dir.join("m");
+        let m = Mount::new(&bin(), &img, &mnt, opts);
+        let mut f = std::fs::File::create(mnt.join("big")).unwrap();
+        for chunk in data.chunks(1 << 20) {
+            f.write_all(chunk).unwrap();
+        }
+        f.sync_all().unwrap();
+        drop(f);
+        let st: serde_json::Value = serde_json::from_str(&uf2fs(&[
+            "status".as_ref(),
+            "--json".as_ref(),
+            mnt.as_os_str(),
+        ]))
+        .unwrap();
+        let runs = st.pointer("/io/direct_write_runs").and_then(|v| v.as_u64());
+        assert_eq!(
+            st.pointer("/io/direct_writes").and_then(|v| v.as_str()),
+            Some(want),
+            "{opts:?}: {st}"
+        );
+        if want == "on" {
+            assert!(runs.unwrap_or(0) >= 8, "{opts:?}: {st}");
+        } else {
+            assert_eq!(runs, Some(0), "{opts:?}: {st}");
+        }
+        let text = uf2fs(&["status".as_ref(), mnt.as_os_str()]);
+        assert!(
+            text.lines()
+                .any(|l| l.starts_with("direct:") && l.contains(want)),
+            "{text}"
+        );
+        m.umount();
+        fsck_both(&img);
+        let m = Mount::new(&bin(), &img, &mnt, &[]);
+        assert!(
+            std::fs::read(mnt.join("big")).unwrap() == data,
+            "{opts:?}: bytes differ"
+        );
+        m.umount();
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// The names `Dir` reads from here to the end, each with the offset after it.
 fn read_rest(dir: &mut rustix::fs::Dir) -> Vec<(String, i64)> {
     let mut out = Vec::new();

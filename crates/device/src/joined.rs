@@ -165,6 +165,19 @@ impl BlockDevice for JoinedDevice {
             p.device.set_direct_writes(on);
         }
     }
+
+    /// Available and on if any part is; refused if any part refused; runs of all parts.
+    fn direct_writes_state(&self) -> crate::DirectWrites {
+        self.parts
+            .iter()
+            .map(|p| p.device.direct_writes_state())
+            .fold(crate::DirectWrites::default(), |a, d| crate::DirectWrites {
+                available: a.available || d.available,
+                on: a.on || d.on,
+                refused: a.refused || d.refused,
+                runs: a.runs + d.runs,
+            })
+    }
 }
 
 #[cfg(test)]

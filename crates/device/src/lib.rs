@@ -158,6 +158,23 @@ pub trait BlockDevice: Send + Sync {
     /// Whether large runs of user data may bypass the host's page cache (O_DIRECT), where the
     /// backend can; the others ignore it. Off until asked for.
     fn set_direct_writes(&self, _on: bool) {}
+    /// How direct writes stand (`uf2fs status`).
+    fn direct_writes_state(&self) -> DirectWrites {
+        DirectWrites::default()
+    }
+}
+
+/// How a device's direct writes stand.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DirectWrites {
+    /// The backend can write with O_DIRECT (the host took the open).
+    pub available: bool,
+    /// Asked for (`set_direct_writes`).
+    pub on: bool,
+    /// The host refused a direct write; buffered since.
+    pub refused: bool,
+    /// Runs written with O_DIRECT.
+    pub runs: u64,
 }
 
 /// A shared device: a test keeps one handle to look at the image while the engine owns the
@@ -183,6 +200,9 @@ impl<T: BlockDevice + ?Sized> BlockDevice for std::sync::Arc<T> {
     }
     fn set_direct_writes(&self, on: bool) {
         (**self).set_direct_writes(on)
+    }
+    fn direct_writes_state(&self) -> DirectWrites {
+        (**self).direct_writes_state()
     }
 }
 
@@ -393,6 +413,15 @@ impl BlockDevice for FileDevice {
 
     fn set_direct_writes(&self, on: bool) {
         self.direct_on.store(on, Ordering::Relaxed);
+    }
+
+    fn direct_writes_state(&self) -> DirectWrites {
+        DirectWrites {
+            available: self.direct.is_some(),
+            on: self.direct_on.load(Ordering::Relaxed),
+            refused: self.direct_refused.load(Ordering::Relaxed),
+            runs: self.direct_done.load(Ordering::Relaxed),
+        }
     }
 
     fn flush(&self) -> io::Result<()> {

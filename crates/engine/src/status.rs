@@ -52,6 +52,12 @@ pub struct IoStats {
     pub flushes: u64,
     /// Device blocks written per block of user data written (none before any data).
     pub write_amplification: Option<f64>,
+    /// Large runs of file data written with O_DIRECT: "on", "off", "refused by the host"
+    /// (buffered since) or "not available" (the host refused O_DIRECT at open, or the
+    /// device has no such path).
+    pub direct_writes: &'static str,
+    /// Runs written with O_DIRECT since mount.
+    pub direct_write_runs: u64,
 }
 
 impl Fs {
@@ -72,6 +78,13 @@ impl Fs {
             read_blocks: io.total_read(),
             flushes: io.flushes,
             write_amplification: (data > 0).then(|| io.total_written() as f64 / data as f64),
+            direct_writes: match self.vol().dev.direct_writes_state() {
+                d if !d.available => "not available",
+                d if d.refused => "refused by the host",
+                d if d.on => "on",
+                _ => "off",
+            },
+            direct_write_runs: self.vol().dev.direct_writes_state().runs,
         };
         let live = match self.vol().write.as_ref() {
             Some(w) => {
