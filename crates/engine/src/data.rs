@@ -42,19 +42,31 @@ static RUN_POOL: Mutex<Vec<RunBuf>> = Mutex::new(Vec::new());
 struct RunBuf {
     mem: Vec<u8>,
     start: usize,
+    room: usize,
     len: usize,
 }
 
 impl RunBuf {
-    /// An empty run with room for `room` bytes (whole blocks).
+    /// An empty run with room for `room` bytes (whole blocks); aligned only when it can hold
+    /// a run the device may write direct (a run that grows past that moves to a new buffer).
     fn new(room: usize) -> RunBuf {
-        let mem = vec![0u8; room + BLOCK_SIZE];
+        let pad = if room >= uf2fs_device::DIRECT_MIN {
+            BLOCK_SIZE
+        } else {
+            0
+        };
+        let mem = vec![0u8; room + pad];
         let start = (BLOCK_SIZE - mem.as_ptr() as usize % BLOCK_SIZE) % BLOCK_SIZE;
-        RunBuf { mem, start, len: 0 }
+        RunBuf {
+            start: start.min(pad),
+            mem,
+            room,
+            len: 0,
+        }
     }
 
     fn room(&self) -> usize {
-        self.mem.len() - BLOCK_SIZE
+        self.room
     }
 
     fn bytes(&self) -> &[u8] {
