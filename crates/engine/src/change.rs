@@ -39,6 +39,7 @@ impl Fs {
             None
         };
         let batches = std::mem::take(&mut ws.deferred);
+        self.publish_counts(&ws);
         drop(ws);
         // The data goes to the device without the write lock: other changes, checkpoints
         // excepted, proceed meanwhile (a checkpoint waits for these blocks to land).

@@ -287,6 +287,7 @@ impl Fs {
             inflight: Default::default(),
             gc_urgent: Default::default(),
             pacer: Default::default(),
+            counts_seen: Default::default(),
             cur_summaries: m
                 .summaries
                 .iter()
@@ -929,11 +930,39 @@ impl Fs {
             .ok_or(Error::NoAttribute)
     }
 
+    /// Publishes the valid counts for `statfs` to read without the write lock.
+    pub(crate) fn publish_counts(&self, ws: &WriteState) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let seen = &self.vol.counts_seen;
+        seen.blocks.store(ws.counts.valid_blocks, Relaxed);
+        seen.nodes.store(u64::from(ws.counts.valid_nodes), Relaxed);
+        seen.set.store(true, std::sync::atomic::Ordering::Release);
+    }
+
     /// File system statistics: the live counts of a writable mount, else the checkpoint's.
+    /// While a change holds the write lock, the counts as of the last change that let it go:
+    /// the daemon asks before and after every write from the kernel's page cache, and
+    /// waiting for the lock there cost random 4 KiB writes 2-10% (docs/design.md).
     pub fn statfs(&self) -> StatFs {
+        use std::sync::atomic::Ordering::{Acquire, Relaxed};
         let h = &self.vol.cp.head;
-        let (valid, nodes) = match self.vol.write.as_ref().and_then(|w| w.lock().ok()) {
-            Some(ws) => (ws.counts.valid_blocks, u64::from(ws.counts.valid_nodes)),
+        let live = self.vol.write.as_ref().and_then(|w| match w.try_lock() {
+            Ok(ws) => {
+                self.publish_counts(&ws);
+                Some((ws.counts.valid_blocks, u64::from(ws.counts.valid_nodes)))
+            }
+            Err(std::sync::TryLockError::WouldBlock) if self.vol.counts_seen.set.load(Acquire) => {
+                let seen = &self.vol.counts_seen;
+                Some((seen.blocks.load(Relaxed), seen.nodes.load(Relaxed)))
+            }
+            Err(std::sync::TryLockError::WouldBlock) => w
+                .lock()
+                .ok()
+                .map(|ws| (ws.counts.valid_blocks, u64::from(ws.counts.valid_nodes))),
+            Err(std::sync::TryLockError::Poisoned(_)) => None,
+        });
+        let (valid, nodes) = match live {
+            Some(c) => c,
             None => (
                 h.valid_block_count.get(),
                 u64::from(h.valid_node_count.get()),

@@ -57,6 +57,18 @@ pub(crate) struct Vol {
     pub(crate) pacer: std::sync::Arc<crate::gc::state::Pacer>,
     /// Data blocks linked by a change whose write has not landed yet.
     pub(crate) inflight: crate::data::Inflight,
+    /// The valid block and node counts as last published (`Fs::publish_counts`): what
+    /// statfs answers while a change holds the write lock, instead of waiting for it.
+    pub(crate) counts_seen: CountsSeen,
+}
+
+/// Valid block and node counts readable without the write lock.
+#[derive(Default)]
+pub(crate) struct CountsSeen {
+    /// Set once counts were published.
+    pub set: std::sync::atomic::AtomicBool,
+    pub blocks: std::sync::atomic::AtomicU64,
+    pub nodes: std::sync::atomic::AtomicU64,
 }
 
 impl Vol {
