@@ -73,18 +73,19 @@ impl Fs {
             .get(IoCause::UserData.name())
             .copied()
             .unwrap_or(0);
+        let direct = self.vol().dev.direct_writes_state();
         let io = IoStats {
             written_blocks,
             read_blocks: io.total_read(),
             flushes: io.flushes,
             write_amplification: (data > 0).then(|| io.total_written() as f64 / data as f64),
-            direct_writes: match self.vol().dev.direct_writes_state() {
+            direct_writes: match direct {
                 d if !d.available => "not available",
                 d if d.refused => "refused by the host",
                 d if d.on => "on",
                 _ => "off",
             },
-            direct_write_runs: self.vol().dev.direct_writes_state().runs,
+            direct_write_runs: direct.runs,
         };
         let live = match self.vol().write.as_ref() {
             Some(w) => {
