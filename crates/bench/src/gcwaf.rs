@@ -141,6 +141,10 @@ pub struct GcWafArgs {
     /// Zipf exponent.
     #[arg(long, default_value_t = 0.9)]
     theta: f64,
+    /// Run hot/cold and Zipf as seed 000 (a) runs its writes: O_DIRECT, no fsync, so that
+    /// the total is comparable with the single-log greedy model, which has no fsync chains.
+    #[arg(long)]
+    skew_direct: bool,
     /// Seed 001: image size.
     #[arg(long, default_value = "1G")]
     small_size: String,
@@ -268,7 +272,8 @@ fn spec(a: &GcWafArgs, w: Workload) -> Spec {
     } else {
         "lfs"
     };
-    let direct = matches!(w, Workload::Seed000a | Workload::Seed003);
+    let skewed = matches!(w, Workload::Hotcold | Workload::Zipf);
+    let direct = matches!(w, Workload::Seed000a | Workload::Seed003) || (skewed && a.skew_direct);
     let sync = if direct { 0 } else { a.sync_every };
     let mut env = String::from("env");
     if direct {
@@ -314,6 +319,11 @@ fn spec(a: &GcWafArgs, w: Workload) -> Spec {
         Workload::Hotcold => format!("-h{}s{}", a.hot_pct, a.hot_share),
         Workload::Zipf => format!("-z{}", a.theta),
         _ => String::new(),
+    };
+    let skew = if skewed && direct {
+        skew + "-direct"
+    } else {
+        skew
     };
     Spec {
         workload: w,

@@ -20,6 +20,19 @@ impl Fs {
         blocks: u64,
         f: impl FnOnce(&mut WriteState) -> Result<T>,
     ) -> Result<T> {
+        self.changing_from(blocks, &[], f)
+    }
+
+    /// [`Fs::changing`] for a change that may leave whole blocks of `source` (the writer's
+    /// buffer) in its batches without copying them (`Runs::push_borrowed`): they are written
+    /// from `source` here, before this returns, and before any checkpoint this change asks
+    /// for, the only landing that could meet them while the change holds the lock.
+    pub(crate) fn changing_from<T>(
+        &self,
+        blocks: u64,
+        source: &[u8],
+        f: impl FnOnce(&mut WriteState) -> Result<T>,
+    ) -> Result<T> {
         let mut ws = self.room_for(blocks)?;
         self.vol()
             .change_seq
@@ -32,8 +45,13 @@ impl Fs {
         }
         // The dirty-node budget's checkpoint: prepared now, with the change complete (it
         // writes the change's data first), written below without the lock.
+        let mut early = Ok(());
         let checkpoint = if r.is_ok() && std::mem::take(&mut ws.cp.wanted) {
             ws.cp.requests += 1;
+            // Its own batches first, while the source is at hand (the checkpoint lands them).
+            let mine = std::mem::take(&mut ws.deferred);
+            let (dev, inflight) = (&*self.vol().dev, &self.vol().inflight);
+            early = write_batches(dev, inflight, &mine, IoCause::UserData, source);
             Some(self.prepare_checkpoint(&mut ws, false))
         } else {
             None
@@ -48,12 +66,13 @@ impl Fs {
             &self.vol().inflight,
             &batches,
             IoCause::UserData,
+            source,
         );
         let checkpointed = match checkpoint {
             None => Ok(()),
             Some(prepared) => prepared.and_then(|w| self.write_prepared(w)),
         };
-        r.and_then(|t| written.and(checkpointed).map(|()| t))
+        r.and_then(|t| early.and(written).and(checkpointed).map(|()| t))
     }
 
     /// The write lock, with room for a change of `blocks` new blocks (`Fs::make_room`, paced:

@@ -14,13 +14,15 @@ use uf2fs_device::{BlockDevice, IoCause};
 use uf2fs_format::{Block, BLOCK_SIZE};
 
 /// One change's data blocks, as runs of contiguous addresses: each run is one device write,
-/// and its bytes are the only copy the daemon makes of what a writer gave it.
+/// and its bytes are the only copy the daemon makes of what a writer gave it, or none at all
+/// (a run left in the writer's block-aligned buffer, [`Runs::push_borrowed`]).
 pub(crate) type Batch = Arc<Runs>;
 
-/// Blocks at runs of contiguous addresses, each run's bytes in one buffer.
+/// Blocks at runs of contiguous addresses, each run's bytes in one buffer, or still in the
+/// writer's own buffer (a borrowed run: see [`Run::Borrowed`]).
 #[derive(Default)]
 pub(crate) struct Runs {
-    runs: Vec<(u32, RunBuf)>,
+    runs: Vec<(u32, Run)>,
     /// Blocks still expected: a new run's buffer is made that big at once.
     expect: usize,
 }
@@ -34,6 +36,36 @@ const MAX_RUN: usize = 1 << 20;
 const POOLED_RUNS: usize = 16;
 
 static RUN_POOL: Mutex<Vec<RunBuf>> = Mutex::new(Vec::new());
+
+/// One run of a batch: its bytes copied here, or left in the buffer the change was made from.
+enum Run {
+    Copied(RunBuf),
+    /// `blocks` whole blocks at byte `at` of the change's source (the writer's buffer, which
+    /// outlives the change: [`Fs::changing_from`](crate::fs::Fs)). Its bytes are nowhere else:
+    /// readers of these addresses wait until the run lands ([`Inflight::copies`]), and only
+    /// the change's own thread, which holds the source, can write it
+    /// ([`write_batches`] with the source).
+    Borrowed {
+        at: usize,
+        blocks: usize,
+    },
+}
+
+impl Run {
+    fn blocks(&self) -> usize {
+        match self {
+            Run::Copied(b) => b.len / BLOCK_SIZE,
+            Run::Borrowed { blocks, .. } => *blocks,
+        }
+    }
+}
+
+/// A block held in a batch.
+pub(crate) enum Held<'a> {
+    Bytes(&'a [u8]),
+    /// In the writer's buffer: readable once the run has landed.
+    Borrowed,
+}
 
 /// One run's bytes, starting at a block-aligned address in memory, so that the device may
 /// write it with O_DIRECT straight from here (`uf2fs_device::FileDevice`). The allocation is
@@ -112,13 +144,15 @@ impl Drop for Runs {
         let Ok(mut pool) = RUN_POOL.lock() else {
             return;
         };
-        for (_, mut run) in self.runs.drain(..) {
+        for (_, run) in self.runs.drain(..) {
             if pool.len() >= POOLED_RUNS {
                 break;
             }
-            if run.room() == MAX_RUN {
-                run.len = 0;
-                pool.push(run);
+            if let Run::Copied(mut run) = run {
+                if run.room() == MAX_RUN {
+                    run.len = 0;
+                    pool.push(run);
+                }
             }
         }
     }
@@ -142,50 +176,82 @@ impl Runs {
         runs
     }
 
+    /// Whether `addr` follows the last run, and that run can grow.
+    fn extends(&self, addr: u32) -> Option<&(u32, Run)> {
+        self.runs.last().filter(|(start, run)| {
+            run.blocks() < MAX_RUN / BLOCK_SIZE
+                && u64::from(*start) + run.blocks() as u64 == u64::from(addr)
+        })
+    }
+
     /// Appends `data` (at most one block; a shorter one is padded with zeros) at `addr`,
     /// extending the last run when `addr` follows it.
     pub fn push(&mut self, addr: u32, data: &[u8]) {
-        let fits = |(start, run): &&mut (u32, RunBuf)| {
-            run.len < MAX_RUN
-                && u64::from(*start) + (run.len / BLOCK_SIZE) as u64 == u64::from(addr)
-        };
-        let run = match self.runs.last_mut().filter(fits) {
-            Some((_, run)) => run,
-            None => {
-                let want = self.expect.clamp(1, MAX_RUN / BLOCK_SIZE) * BLOCK_SIZE;
-                self.runs.push((addr, run_buffer(want)));
-                match self.runs.last_mut() {
-                    Some((_, run)) => run,
-                    None => return,
-                }
-            }
-        };
+        let grow = matches!(self.extends(addr), Some((_, Run::Copied(_))));
+        if !grow {
+            let want = self.expect.clamp(1, MAX_RUN / BLOCK_SIZE) * BLOCK_SIZE;
+            self.runs.push((addr, Run::Copied(run_buffer(want))));
+        }
         self.expect = self.expect.saturating_sub(1);
-        run.push_block(data);
+        if let Some((_, Run::Copied(run))) = self.runs.last_mut() {
+            run.push_block(data);
+        }
+    }
+
+    /// Appends the whole block at byte `at` of the change's source at `addr`, without copying
+    /// it: the run is written from the source by the change's own thread ([`write_batches`]).
+    pub fn push_borrowed(&mut self, addr: u32, at: usize) {
+        self.expect = self.expect.saturating_sub(1);
+        if let Some((start, Run::Borrowed { at: first, blocks })) = self.runs.last_mut() {
+            let next = u64::from(*start) + *blocks as u64 == u64::from(addr)
+                && *first + *blocks * BLOCK_SIZE == at
+                && *blocks < MAX_RUN / BLOCK_SIZE;
+            if next {
+                *blocks += 1;
+                return;
+            }
+        }
+        self.runs.push((addr, Run::Borrowed { at, blocks: 1 }));
     }
 
     /// Every address held.
     pub fn addrs(&self) -> impl Iterator<Item = u32> + '_ {
         self.runs
             .iter()
-            .flat_map(|(start, run)| (0..(run.len / BLOCK_SIZE) as u32).map(move |i| start + i))
+            .flat_map(|(start, run)| (0..run.blocks() as u32).map(move |i| start + i))
     }
 
     /// The block at `addr`, if held.
-    pub fn block(&self, addr: u32) -> Option<&[u8]> {
+    pub fn block(&self, addr: u32) -> Option<Held<'_>> {
         let i = self
             .runs
             .partition_point(|(start, _)| *start <= addr)
             .checked_sub(1)?;
         let (start, run) = self.runs.get(i)?;
-        let at = (addr - start) as usize * BLOCK_SIZE;
-        run.bytes().get(at..at + BLOCK_SIZE)
+        let k = (addr - start) as usize;
+        if k >= run.blocks() {
+            return None;
+        }
+        Some(match run {
+            Run::Copied(b) => Held::Bytes(b.bytes().get(k * BLOCK_SIZE..(k + 1) * BLOCK_SIZE)?),
+            Run::Borrowed { .. } => Held::Borrowed,
+        })
     }
 
-    /// Writes every run, one request each.
-    pub fn write(&self, dev: &dyn BlockDevice, cause: IoCause) -> Result<()> {
+    /// Writes every run, one request each; borrowed runs from `source`, the buffer the
+    /// change was made from (an error without it: no other copy of those bytes exists).
+    pub fn write(&self, dev: &dyn BlockDevice, cause: IoCause, source: &[u8]) -> Result<()> {
         for (start, run) in &self.runs {
-            dev.write_blocks(u64::from(*start), run.bytes(), cause)
+            let bytes = match run {
+                Run::Copied(b) => b.bytes(),
+                Run::Borrowed { at, blocks } => {
+                    source.get(*at..*at + blocks * BLOCK_SIZE).ok_or_else(|| {
+                        let why = "internal: the writer's buffer is not at hand";
+                        Error::io(format!("blocks at {start}"), std::io::Error::other(why))
+                    })?
+                }
+            };
+            dev.write_blocks(u64::from(*start), bytes, cause)
                 .map_err(|e| Error::io(format!("blocks at {start}"), e))?;
         }
         Ok(())
@@ -237,19 +303,35 @@ impl Inflight {
 
     /// Copies of the blocks among `n` from `addr` on that are still in flight, by index. A
     /// block not returned had landed when this looked, so a device read made after this call
-    /// finds it; the caller reads the device, then lays these over what it read.
+    /// finds it; the caller reads the device, then lays these over what it read. A block
+    /// still in its writer's buffer is waited for: its writer's thread writes it without
+    /// any lock the caller may hold, and then it is on the device.
     pub fn copies(&self, addr: u64, n: usize) -> Vec<(usize, Block)> {
-        let s = self.lock();
-        if s.by_addr.is_empty() {
-            return Vec::new();
+        let mut s = self.lock();
+        'look: loop {
+            if s.by_addr.is_empty() {
+                return Vec::new();
+            }
+            let mut found = Vec::new();
+            for i in 0..n {
+                let Ok(a) = u32::try_from(addr + i as u64) else {
+                    continue;
+                };
+                match s.by_addr.get(&a).and_then(|b| b.block(a)) {
+                    Some(Held::Bytes(b)) => {
+                        if let Ok(b) = b.try_into() {
+                            found.push((i, b));
+                        }
+                    }
+                    Some(Held::Borrowed) => {
+                        s = self.landed.wait(s).unwrap_or_else(|p| p.into_inner());
+                        continue 'look;
+                    }
+                    None => {}
+                }
+            }
+            return found;
         }
-        (0..n)
-            .filter_map(|i| {
-                let a = u32::try_from(addr + i as u64).ok()?;
-                let b = s.by_addr.get(&a)?.block(a)?;
-                Some((i, b.try_into().ok()?))
-            })
-            .collect()
     }
 
     /// Whether a write of block `addr` is in flight.
@@ -273,17 +355,19 @@ impl Inflight {
 }
 
 /// Writes batches of data blocks made by a change and lets readers go to the device for them
-/// again. A failure is also kept in `inflight`, where the next change or checkpoint finds it
-/// and stops: the image keeps its last checkpoint.
+/// again; borrowed runs come from `source`, the buffer the change was made from. A failure is
+/// also kept in `inflight`, where the next change or checkpoint finds it and stops: the image
+/// keeps its last checkpoint.
 pub(crate) fn write_batches(
     dev: &dyn BlockDevice,
     inflight: &Inflight,
     batches: &[Batch],
     cause: IoCause,
+    source: &[u8],
 ) -> Result<()> {
     let mut first = Ok(());
     for b in batches {
-        let r = b.write(dev, cause);
+        let r = b.write(dev, cause, source);
         let err = r.as_ref().err().map(|e| format!("data write: {e}"));
         inflight.done(b, err);
         if first.is_ok() {
@@ -300,8 +384,10 @@ pub(crate) fn land(
     inflight: &Inflight,
     deferred: &mut Vec<Batch>,
 ) -> Result<()> {
+    // A change's borrowed runs are written by the change itself before anything it does
+    // can land its batches (`Fs::changing_from`), so none is left here.
     let mine = std::mem::take(deferred);
-    write_batches(dev, inflight, &mine, IoCause::UserData)?;
+    write_batches(dev, inflight, &mine, IoCause::UserData, &[])?;
     match inflight.wait_all() {
         Some(why) => Err(Error::ReadOnly(format!(
             "a data write failed ({why}); the image keeps its last checkpoint"
@@ -316,5 +402,5 @@ pub(crate) fn write_runs(
     writes: &BTreeMap<u32, Block>,
     cause: IoCause,
 ) -> Result<()> {
-    Runs::of(writes).write(dev, cause)
+    Runs::of(writes).write(dev, cause, &[])
 }

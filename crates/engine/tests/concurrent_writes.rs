@@ -34,6 +34,8 @@ struct GateDevice {
     armed_checkpoint: AtomicBool,
     /// (a write is stuck, released)
     state: Mutex<(bool, bool)>,
+    /// Where in memory the bytes of the user-data write that stopped were.
+    stopped_at: std::sync::atomic::AtomicUsize,
     changed: Condvar,
 }
 
@@ -94,6 +96,8 @@ impl BlockDevice for GateDevice {
     }
     fn write_blocks(&self, blkaddr: u64, buf: &[u8], cause: IoCause) -> io::Result<()> {
         if cause == IoCause::UserData && self.armed.swap(false, Ordering::SeqCst) {
+            self.stopped_at
+                .store(buf.as_ptr() as usize, Ordering::SeqCst);
             self.stop();
         }
         if cause == IoCause::Checkpoint && self.armed_checkpoint.swap(false, Ordering::SeqCst) {
@@ -119,6 +123,7 @@ fn gate_device() -> Arc<GateDevice> {
         armed_node_read: AtomicBool::new(false),
         armed_checkpoint: AtomicBool::new(false),
         state: Mutex::new((false, false)),
+        stopped_at: Default::default(),
         changed: Condvar::new(),
     })
 }
@@ -146,6 +151,15 @@ fn pattern(seed: u8, len: usize) -> Vec<u8> {
     (0..len)
         .map(|i| seed.wrapping_add((i / 4096) as u8) ^ (i as u8))
         .collect()
+}
+
+/// `len` bytes of `pattern(seed, ..)` starting on a block boundary in memory, as a FUSE
+/// request's payload lies (the io_uring transport aligns it): (allocation, offset).
+fn aligned_pattern(seed: u8, len: usize) -> (Vec<u8>, usize) {
+    let mut mem = vec![0u8; len + 4096];
+    let at = (4096 - mem.as_ptr() as usize % 4096) % 4096;
+    mem[at..at + len].copy_from_slice(&pattern(seed, len));
+    (mem, at)
 }
 
 fn read_all(fs: &Fs, ino: u32) -> Vec<u8> {
@@ -459,4 +473,108 @@ fn lookup_beside_create_and_unlink_is_found_or_not_found() {
         let (found, missing) = reader.join().unwrap();
         assert!(found + missing > 0);
     });
+}
+
+/// A write whose whole blocks lie block-aligned in the caller's buffer is not copied: the
+/// device gets the caller's own bytes (O_DIRECT-able), written by the writer's thread once the
+/// write lock is let go. Until they land they exist nowhere else, so a reader of those blocks
+/// waits for them, never reading the old blocks or an unwritten one; other files' changes go
+/// on. Then the image, judged by fsck.f2fs, holds the new bytes.
+#[test]
+fn a_write_from_an_aligned_buffer_is_not_copied_and_its_readers_wait_for_it() {
+    let dev = gate_device();
+    let fs = Fs::with_device_rw(Box::new(dev.clone())).unwrap();
+    let root = fs.root_ino();
+    let a = fs
+        .create_node(root, b"a", common::crash::file_mode())
+        .unwrap();
+    let b = fs
+        .create_node(root, b"b", common::crash::file_mode())
+        .unwrap();
+    let old_a = pattern(1, 512 << 10);
+    fs.write(a, 0, &old_a).unwrap();
+    fs.sync().unwrap();
+
+    let (mem, at) = aligned_pattern(7, 256 << 10);
+    let new_a = &mem[at..at + (256 << 10)];
+    let mut expect_a = old_a.clone();
+    expect_a[64 << 10..(64 << 10) + new_a.len()].copy_from_slice(new_a);
+    std::thread::scope(|s| {
+        dev.arm();
+        let writer = s.spawn(|| fs.write(a, 64 << 10, new_a).unwrap());
+        dev.wait_stuck();
+        assert_eq!(
+            dev.stopped_at.load(Ordering::SeqCst),
+            new_a.as_ptr() as usize,
+            "the device was not given the writer's own bytes"
+        );
+        // A reader of the file waits for the blocks in the writer's buffer.
+        let reader = s.spawn(|| read_all(&fs, a));
+        // Another file is written meanwhile.
+        let (tx, rx) = std::sync::mpsc::channel();
+        let fs_ = &fs;
+        let other = s.spawn(move || {
+            fs_.write(b, 0, b"beside a borrowed write").unwrap();
+            tx.send(()).unwrap();
+        });
+        if rx.recv_timeout(Duration::from_secs(30)).is_err() {
+            dev.release();
+            panic!("a change to another file waited for a borrowed write");
+        }
+        other.join().unwrap();
+        std::thread::sleep(Duration::from_millis(300));
+        let early = reader.is_finished();
+        dev.release();
+        assert_eq!(writer.join().unwrap(), new_a.len());
+        let seen = reader.join().unwrap();
+        assert!(
+            !early,
+            "a reader finished before the blocks it reads had landed"
+        );
+        assert!(seen == expect_a, "the reader did not see the landed write");
+    });
+    let again = unmount_and_judge(fs, &dev, "borrowed_write");
+    assert!(read_all(&again, again.resolve(b"/a", true).unwrap()) == expect_a);
+    assert_eq!(
+        read_all(&again, again.resolve(b"/b", true).unwrap()),
+        b"beside a borrowed write"
+    );
+}
+
+/// Borrowed writes that push the dirty nodes over their budget: the checkpoint the change asks
+/// for lands the change's own borrowed blocks first (no one else can write them), so the
+/// volume neither stops nor loses them. Each write dirties a new direct node (one block every
+/// 1018), with the smallest cache, until two such checkpoints were written.
+#[test]
+fn borrowed_writes_that_ask_for_checkpoints_land_before_them() {
+    let dev = gate_device();
+    let mut fs = Fs::with_device_rw(Box::new(dev.clone())).unwrap();
+    fs.set_options(uf2fs_engine::Options {
+        cache_bytes: uf2fs_engine::MIN_CACHE_BYTES,
+        ..Default::default()
+    });
+    let root = fs.root_ino();
+    let f = fs
+        .create_node(root, b"sparse", common::crash::file_mode())
+        .unwrap();
+    let stride = 1018 * 4096u64;
+    let n = 1400u64;
+    let before = fs.checkpoints_written();
+    let blocks: Vec<(Vec<u8>, usize)> = (0..n).map(|i| aligned_pattern(i as u8, 4096)).collect();
+    for (i, (mem, at)) in blocks.iter().enumerate() {
+        let i = i as u64;
+        fs.write(f, i * stride, &mem[*at..at + 4096]).unwrap();
+    }
+    let asked = fs.checkpoints_written() - before;
+    assert!(
+        asked >= 2,
+        "the writes asked for {asked} checkpoints: the budget never tripped"
+    );
+    let again = unmount_and_judge(fs, &dev, "borrowed_budget");
+    let f = again.resolve(b"/sparse", true).unwrap();
+    let mut b = vec![0u8; 4096];
+    for (i, (mem, at)) in blocks.iter().enumerate() {
+        assert_eq!(again.read(f, i as u64 * stride, &mut b).unwrap(), 4096);
+        assert!(b == mem[*at..at + 4096], "block {i} read back wrong");
+    }
 }

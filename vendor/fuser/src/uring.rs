@@ -237,39 +237,56 @@ impl RingReply {
 }
 
 /// One registered entry: the header buffer and the data area (prefix and payload) in one
-/// 8-byte-aligned allocation that stays put while the ring lives.
+/// 8-byte-aligned allocation that stays put while the ring lives. The entry starts `off`
+/// bytes into the allocation, chosen so that the payload begins on a page boundary: a WRITE's
+/// data then lies page-aligned in memory, and the filesystem may hand it to an O_DIRECT write
+/// without copying it first.
 struct Entry {
     mem: Box<[u64]>,
+    off: usize,
     iov: Box<[libc::iovec; 2]>,
     payload: usize,
 }
 
+/// The alignment of the payload in memory.
+const PAYLOAD_ALIGN: usize = 4096;
+
 impl Entry {
     fn new(payload: usize) -> Entry {
-        let words = (DATA_AT + PREFIX + payload).div_ceil(8);
+        let words = (PAYLOAD_ALIGN + DATA_AT + PREFIX + payload).div_ceil(8);
         let mut mem = vec![0u64; words].into_boxed_slice();
+        let addr = mem.as_ptr() as usize;
+        // A multiple of 8 (the allocation and DATA_AT + PREFIX are), below PAYLOAD_ALIGN.
+        let off = (PAYLOAD_ALIGN - (addr + DATA_AT + PREFIX) % PAYLOAD_ALIGN) % PAYLOAD_ALIGN;
         let base = mem.as_mut_ptr().cast::<u8>();
-        // SAFETY: both offsets lie inside `mem` (DATA_AT + PREFIX + payload <= words * 8).
+        // SAFETY: every offset lies inside `mem` (off + DATA_AT + PREFIX + payload <= words * 8).
         let iov = Box::new(unsafe {
             [
                 libc::iovec {
-                    iov_base: base.cast(),
+                    iov_base: base.add(off).cast(),
                     iov_len: HEADER_LEN,
                 },
                 libc::iovec {
-                    iov_base: base.add(DATA_AT + PREFIX).cast(),
+                    iov_base: base.add(off + DATA_AT + PREFIX).cast(),
                     iov_len: payload,
                 },
             ]
         });
-        Entry { mem, iov, payload }
+        Entry {
+            mem,
+            off,
+            iov,
+            payload,
+        }
     }
 
+    /// The entry: header buffer at 0, the payload at `DATA_AT + PREFIX`.
     fn bytes(&mut self) -> &mut [u8] {
         let len = self.mem.len() * 8;
         // SAFETY: the allocation is `len` bytes of initialised u64s, viewed as bytes; the
         // kernel writes into it only inside io_uring_enter on this thread.
-        unsafe { std::slice::from_raw_parts_mut(self.mem.as_mut_ptr().cast::<u8>(), len) }
+        let all = unsafe { std::slice::from_raw_parts_mut(self.mem.as_mut_ptr().cast::<u8>(), len) };
+        &mut all[self.off..]
     }
 }
 

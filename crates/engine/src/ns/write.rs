@@ -685,6 +685,30 @@ impl Fs {
         in_place: bool,
         blocks: impl IntoIterator<Item = (u64, &'a [u8])>,
     ) -> Result<()> {
+        let blocks = blocks.into_iter().map(|(f, b)| (f, b, None));
+        self.write_file_blocks_from(ws, e, log, in_place, &[], blocks)
+    }
+
+    /// [`Fs::write_file_blocks`] where a block may name its byte offset in `source`, the
+    /// buffer of a change made with [`Fs::changing_from`]. A whole block that lies
+    /// block-aligned in memory there is not copied: its run is written from `source` (with
+    /// O_DIRECT where the device does that), by the change before it returns.
+    fn write_file_blocks_from<'a>(
+        &self,
+        ws: &mut WriteState,
+        e: &mut Editing,
+        log: Log,
+        in_place: bool,
+        source: &[u8],
+        blocks: impl IntoIterator<Item = (u64, &'a [u8], Option<usize>)>,
+    ) -> Result<()> {
+        let borrowable = |data: &[u8], at: Option<usize>| {
+            at.filter(|at| {
+                data.len() == BLOCK_SIZE
+                    && source.get(*at..*at + BLOCK_SIZE).is_some()
+                    && (source.as_ptr() as usize + at).is_multiple_of(BLOCK_SIZE)
+            })
+        };
         let blocks = blocks.into_iter();
         let mut runs = crate::data::Runs::with_capacity(blocks.size_hint().0);
         // (nid, [(slot, new address)]) in the order the nodes come.
@@ -698,7 +722,12 @@ impl Fs {
             && e.inode.file_type == FileType::Regular
             && self.vol().options.data_temp == crate::space::DataTemp::Age;
         let mut old_node: Option<(u32, Block)> = None;
-        for (fblk, data) in blocks {
+        let push =
+            |runs: &mut crate::data::Runs, addr: u32, data: &[u8], at| match borrowable(data, at) {
+                Some(at) => runs.push_borrowed(addr, at),
+                None => runs.push(addr, data),
+            };
+        for (fblk, data, at) in blocks {
             if in_place {
                 // A block on the device that no write in flight is about to replace is
                 // rewritten where it is; its node does not change.
@@ -708,7 +737,7 @@ impl Fs {
                     && ws.segs.is_valid(old)
                     && !self.vol().inflight.holds(old)
                 {
-                    runs.push(old, data);
+                    push(&mut runs, old, data, at);
                     ws.gc.stats.ipu_blocks += 1;
                     continue;
                 }
@@ -752,7 +781,7 @@ impl Fs {
             let addr = ws
                 .segs
                 .alloc_data(log, sum, &mut |s| self.vol().read_ssa(s))?;
-            runs.push(addr, data);
+            push(&mut runs, addr, data, at);
             match links.last_mut() {
                 Some((n, slots)) if *n == nid => slots.push((index, addr)),
                 _ => links.push((nid, vec![(index, addr)])),
@@ -1138,7 +1167,7 @@ impl Fs {
                 need = need.max(clusters * c.cluster_blocks() * 2 + 8);
             }
         }
-        self.changing(need, |ws| {
+        self.changing_from(need, data, |ws| {
             self.live(ino)?;
             let mut e = self.edit(ino)?;
             match e.inode.file_type {
@@ -1241,15 +1270,16 @@ impl Fs {
             }
             let blocks = (fblk..chunk_end).map(|fb| {
                 let bstart = fb * bs;
-                let src = match edges.iter().find(|(f, _)| *f == fb) {
-                    Some((_, b)) => &b[..],
-                    None => data
-                        .get((bstart - offset) as usize..(bstart + bs - offset) as usize)
-                        .unwrap_or(&[]),
-                };
-                (fb, src)
+                match edges.iter().find(|(f, _)| *f == fb) {
+                    Some((_, b)) => (fb, &b[..], None),
+                    None => {
+                        let at = (bstart - offset) as usize;
+                        (fb, data.get(at..at + BLOCK_SIZE).unwrap_or(&[]), Some(at))
+                    }
+                }
             });
-            self.write_file_blocks(ws, e, Log::WarmData, in_place, blocks)?;
+            let log = Log::WarmData;
+            self.write_file_blocks_from(ws, e, log, in_place, data, blocks)?;
             done = (chunk_end * bs).min(end).saturating_sub(offset) as usize;
             fblk = chunk_end;
         }
