@@ -221,17 +221,15 @@ impl Runs {
             .flat_map(|(start, run)| (0..run.blocks() as u32).map(move |i| start + i))
     }
 
-    /// The block at `addr`, if held.
+    /// The block at `addr`, if held. The runs are in the order they were made, not by
+    /// address (a change's blocks may go to two logs, `data_temp=age`, alternating), so they
+    /// are searched in turn: a change holds a few runs.
     pub fn block(&self, addr: u32) -> Option<Held<'_>> {
-        let i = self
+        let (start, run) = self
             .runs
-            .partition_point(|(start, _)| *start <= addr)
-            .checked_sub(1)?;
-        let (start, run) = self.runs.get(i)?;
+            .iter()
+            .find(|(start, run)| addr >= *start && u64::from(addr - start) < run.blocks() as u64)?;
         let k = (addr - start) as usize;
-        if k >= run.blocks() {
-            return None;
-        }
         Some(match run {
             Run::Copied(b) => Held::Bytes(b.bytes().get(k * BLOCK_SIZE..(k + 1) * BLOCK_SIZE)?),
             Run::Borrowed { .. } => Held::Borrowed,
