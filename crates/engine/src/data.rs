@@ -41,10 +41,10 @@ static RUN_POOL: Mutex<Vec<RunBuf>> = Mutex::new(Vec::new());
 enum Run {
     Copied(RunBuf),
     /// `blocks` whole blocks at byte `at` of the change's source (the writer's buffer, which
-    /// outlives the change: [`Fs::changing_from`](crate::fs::Fs)). Its bytes are nowhere else:
-    /// readers of these addresses wait until the run lands ([`Inflight::copies`]), and only
-    /// the change's own thread, which holds the source, can write it
-    /// ([`write_batches`] with the source).
+    /// outlives the change: [`Fs::changing_from`](crate::vol::Fs::changing_from)). Its bytes
+    /// are nowhere else: readers of these addresses wait until the run lands
+    /// ([`Inflight::copies`]), and only the change's own thread, which holds the source, can
+    /// write it ([`write_batches`] with the source).
     Borrowed {
         at: usize,
         blocks: usize,

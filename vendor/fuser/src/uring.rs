@@ -283,9 +283,10 @@ impl Entry {
     /// The entry: header buffer at 0, the payload at `DATA_AT + PREFIX`.
     fn bytes(&mut self) -> &mut [u8] {
         let len = self.mem.len() * 8;
+        let base = self.mem.as_mut_ptr().cast::<u8>();
         // SAFETY: the allocation is `len` bytes of initialised u64s, viewed as bytes; the
         // kernel writes into it only inside io_uring_enter on this thread.
-        let all = unsafe { std::slice::from_raw_parts_mut(self.mem.as_mut_ptr().cast::<u8>(), len) };
+        let all = unsafe { std::slice::from_raw_parts_mut(base, len) };
         &mut all[self.off..]
     }
 }
@@ -324,15 +325,23 @@ fn command(fd: RawFd, op: u32, qid: u16, commit_id: u64, iov: Option<u64>, tag: 
     unsafe { std::mem::transmute::<[u8; 128], squeue::Entry128>(raw) }
 }
 
-/// Pins this thread to `cpu`; a failure only costs locality.
-fn pin_to(cpu: usize) {
+/// Pins this thread to `cpu` (or lets it run on any CPU: `None`); a failure only costs
+/// locality.
+fn pin_to_cpu(cpu: Option<usize>) {
     // SAFETY: a zeroed cpu_set_t is a valid empty set; CPU_SET and sched_setaffinity take
     // pointers to it that live for the calls.
     unsafe {
         let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(cpu, &mut set);
+        match cpu {
+            Some(cpu) => libc::CPU_SET(cpu, &mut set),
+            None => {
+                for c in 0..libc::CPU_SETSIZE as usize {
+                    libc::CPU_SET(c, &mut set);
+                }
+            }
+        }
         if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
-            debug!("io_uring queue {cpu}: not pinned: {}", io::Error::last_os_error());
+            debug!("io_uring queue {cpu:?}: affinity unchanged: {}", io::Error::last_os_error());
         }
     }
 }
@@ -352,7 +361,8 @@ pub(crate) fn serve<FS: Filesystem>(
     qid: usize,
     plan: Plan,
 ) -> io::Result<()> {
-    pin_to(qid);
+    pin_to_cpu(Some(qid));
+    let mut pinned = true;
     let q = u16::try_from(qid).map_err(|_| io::Error::other("queue id"))?;
     let mut ring = IoUring::<squeue::Entry128, cqueue::Entry>::builder()
         .setup_single_issuer()
@@ -399,6 +409,14 @@ pub(crate) fn serve<FS: Filesystem>(
             idle = !set_idle(false);
         }
         let streaming = is_streaming(ent.bytes());
+        if streaming == pinned {
+            // A stream's requests all come to its reader's (or flusher's) CPU, where that
+            // program runs too: served there, both share one CPU while the other idles.
+            // Unpinned, this thread may run wherever the scheduler finds room; the next small
+            // request pins it back (see `is_streaming`).
+            pinned = !streaming;
+            pin_to_cpu(pinned.then_some(qid));
+        }
         let commit_id = handle(se, &mut ent, &slot);
         let sqe = command(fd, COMMIT_AND_FETCH, q, commit_id, None, 0);
         // SAFETY: as for the registration; the commit reuses the registered buffers.
