@@ -169,8 +169,9 @@ fn read_all(fs: &Fs, ino: u32) -> Vec<u8> {
     buf
 }
 
-#[test]
-fn a_stuck_data_write_blocks_no_other_change_and_no_reader() {
+/// A volume on a gate device with files "a" (`a_len` bytes of a pattern, synced) and "b"
+/// (empty): (device, volume, a, b, a's bytes).
+fn files_a_and_b(a_len: usize) -> (Arc<GateDevice>, Fs, u32, u32, Vec<u8>) {
     let dev = gate_device();
     let fs = Fs::with_device_rw(Box::new(dev.clone())).unwrap();
     let root = fs.root_ino();
@@ -180,9 +181,16 @@ fn a_stuck_data_write_blocks_no_other_change_and_no_reader() {
     let b = fs
         .create_node(root, b"b", common::crash::file_mode())
         .unwrap();
-    let old_a = pattern(1, 300 << 10);
+    let old_a = pattern(1, a_len);
     fs.write(a, 0, &old_a).unwrap();
     fs.sync().unwrap();
+    (dev, fs, a, b, old_a)
+}
+
+#[test]
+fn a_stuck_data_write_blocks_no_other_change_and_no_reader() {
+    let (dev, fs, a, b, old_a) = files_a_and_b(300 << 10);
+    let root = fs.root_ino();
 
     let new_a = pattern(7, 200 << 10);
     let data_b = pattern(9, 1 << 20);
@@ -482,18 +490,7 @@ fn lookup_beside_create_and_unlink_is_found_or_not_found() {
 /// on. Then the image, judged by fsck.f2fs, holds the new bytes.
 #[test]
 fn a_write_from_an_aligned_buffer_is_not_copied_and_its_readers_wait_for_it() {
-    let dev = gate_device();
-    let fs = Fs::with_device_rw(Box::new(dev.clone())).unwrap();
-    let root = fs.root_ino();
-    let a = fs
-        .create_node(root, b"a", common::crash::file_mode())
-        .unwrap();
-    let b = fs
-        .create_node(root, b"b", common::crash::file_mode())
-        .unwrap();
-    let old_a = pattern(1, 512 << 10);
-    fs.write(a, 0, &old_a).unwrap();
-    fs.sync().unwrap();
+    let (dev, fs, a, b, old_a) = files_a_and_b(512 << 10);
 
     let (mem, at) = aligned_pattern(7, 256 << 10);
     let new_a = &mem[at..at + (256 << 10)];
