@@ -162,6 +162,39 @@ fn aligned_pattern(seed: u8, len: usize) -> (Vec<u8>, usize) {
     (mem, at)
 }
 
+/// Runs `f` on a thread of `s` beside something held at the gate and returns what it gives;
+/// if it has not finished in 30 s, it waited for the held write: the gate is opened (so
+/// that the test ends) and the test fails with `why`.
+fn finishes_beside<'scope, T: Send + 'scope>(
+    s: &'scope std::thread::Scope<'scope, '_>,
+    dev: &GateDevice,
+    why: &str,
+    f: impl FnOnce() -> T + Send + 'scope,
+) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let done = s.spawn(move || {
+        let _ = tx.send(f());
+    });
+    match rx.recv_timeout(Duration::from_secs(30)) {
+        Ok(t) => {
+            done.join().unwrap();
+            t
+        }
+        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+            dev.release();
+            panic!("{why}");
+        }
+        // `f` panicked: its own message is the failure.
+        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+            dev.release();
+            match done.join() {
+                Err(p) => std::panic::resume_unwind(p),
+                Ok(()) => panic!("{why}"),
+            }
+        }
+    }
+}
+
 fn read_all(fs: &Fs, ino: u32) -> Vec<u8> {
     let mut buf = vec![0u8; fs.getattr(ino).unwrap().size as usize];
     let n = fs.read(ino, 0, &mut buf).unwrap();
@@ -210,22 +243,16 @@ fn a_stuck_data_write_blocks_no_other_change_and_no_reader() {
 
         // Other changes go ahead: a new file and a 1 MiB write. (Were they to wait for the
         // stuck write, the gate is opened before failing, so that the test ends.)
-        let (tx, rx) = std::sync::mpsc::channel();
         let (fs_, data_b_) = (&fs, &data_b);
-        let others = s.spawn(move || {
+        let why = "changes to other files waited for a stuck data write";
+        finishes_beside(s, &dev, why, move || {
             let (fs, data_b) = (fs_, data_b_);
             let c = fs
                 .create_node(root, b"c", common::crash::file_mode())
                 .unwrap();
             fs.write(b, 0, data_b).unwrap();
             fs.write(c, 0, b"written beside a stuck write").unwrap();
-            tx.send(()).unwrap();
         });
-        if rx.recv_timeout(Duration::from_secs(30)).is_err() {
-            dev.release();
-            panic!("changes to other files waited for a stuck data write");
-        }
-        others.join().unwrap();
         assert!(read_all(&fs, b) == data_b);
 
         // A checkpoint waits for the stuck write.
@@ -295,9 +322,9 @@ fn a_checkpoint_being_written_blocks_no_change_and_no_reader() {
         let syncer = s.spawn(|| fs.sync().unwrap());
         dev.wait_stuck();
 
-        let (tx, rx) = std::sync::mpsc::channel();
         let (fs_, data_c_, many_, expect_a_) = (&fs, &data_c, &many, &expect_a);
-        let others = s.spawn(move || {
+        let why = "reads or changes waited for a checkpoint's writes";
+        let c = finishes_beside(s, &dev, why, move || {
             let fs = fs_;
             // Reads of what the stuck checkpoint writes.
             assert!(
@@ -313,16 +340,8 @@ fn a_checkpoint_being_written_blocks_no_change_and_no_reader() {
             fs.write(c, 0, data_c_).unwrap();
             fs.unlink(root, b"gone").unwrap();
             fs.create_node(root, b"e", dir_mode).unwrap();
-            tx.send(c).unwrap();
+            c
         });
-        let c = match rx.recv_timeout(Duration::from_secs(30)) {
-            Ok(c) => c,
-            Err(_) => {
-                dev.release();
-                panic!("reads or changes waited for a checkpoint's writes");
-            }
-        };
-        others.join().unwrap();
 
         // An fsync of the new file needs the checkpoint (its chain follows it): it waits.
         let fs_ = &fs;
@@ -508,17 +527,11 @@ fn a_write_from_an_aligned_buffer_is_not_copied_and_its_readers_wait_for_it() {
         // A reader of the file waits for the blocks in the writer's buffer.
         let reader = s.spawn(|| read_all(&fs, a));
         // Another file is written meanwhile.
-        let (tx, rx) = std::sync::mpsc::channel();
         let fs_ = &fs;
-        let other = s.spawn(move || {
-            fs_.write(b, 0, b"beside a borrowed write").unwrap();
-            tx.send(()).unwrap();
+        let why = "a change to another file waited for a borrowed write";
+        finishes_beside(s, &dev, why, move || {
+            fs_.write(b, 0, b"beside a borrowed write").unwrap()
         });
-        if rx.recv_timeout(Duration::from_secs(30)).is_err() {
-            dev.release();
-            panic!("a change to another file waited for a borrowed write");
-        }
-        other.join().unwrap();
         std::thread::sleep(Duration::from_millis(300));
         let early = reader.is_finished();
         dev.release();
