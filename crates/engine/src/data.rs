@@ -202,16 +202,13 @@ impl Runs {
     /// it: the run is written from the source by the change's own thread ([`write_batches`]).
     pub fn push_borrowed(&mut self, addr: u32, at: usize) {
         self.expect = self.expect.saturating_sub(1);
-        if let Some((start, Run::Borrowed { at: first, blocks })) = self.runs.last_mut() {
-            let next = u64::from(*start) + *blocks as u64 == u64::from(addr)
-                && *first + *blocks * BLOCK_SIZE == at
-                && *blocks < MAX_RUN / BLOCK_SIZE;
-            if next {
-                *blocks += 1;
-                return;
-            }
+        // The last run grows if it is borrowed and `at` follows it in the source too.
+        let grow = matches!(self.extends(addr),
+            Some((_, Run::Borrowed { at: first, blocks })) if first + blocks * BLOCK_SIZE == at);
+        match self.runs.last_mut() {
+            Some((_, Run::Borrowed { blocks, .. })) if grow => *blocks += 1,
+            _ => self.runs.push((addr, Run::Borrowed { at, blocks: 1 })),
         }
-        self.runs.push((addr, Run::Borrowed { at, blocks: 1 }));
     }
 
     /// Every address held.

@@ -685,12 +685,12 @@ impl Fs {
         in_place: bool,
         blocks: impl IntoIterator<Item = (u64, &'a [u8])>,
     ) -> Result<()> {
-        let blocks = blocks.into_iter().map(|(f, b)| (f, b, None));
+        let blocks = blocks.into_iter().map(|(f, b)| (f, Piece::Bytes(b)));
         self.write_file_blocks_from(ws, e, log, in_place, &[], blocks)
     }
 
-    /// [`Fs::write_file_blocks`] where a block may name its byte offset in `source`, the
-    /// buffer of a change made with [`Fs::changing_from`]. A whole block that lies
+    /// [`Fs::write_file_blocks`] where a block may be the whole block at a byte offset of
+    /// `source`, the buffer of a change made with [`Fs::changing_from`]. One that lies
     /// block-aligned in memory there is not copied: its run is written from `source` (with
     /// O_DIRECT where the device does that), by the change before it returns.
     fn write_file_blocks_from<'a>(
@@ -700,14 +700,17 @@ impl Fs {
         log: Log,
         in_place: bool,
         source: &[u8],
-        blocks: impl IntoIterator<Item = (u64, &'a [u8], Option<usize>)>,
+        blocks: impl IntoIterator<Item = (u64, Piece<'a>)>,
     ) -> Result<()> {
-        let borrowable = |data: &[u8], at: Option<usize>| {
-            at.filter(|at| {
-                data.len() == BLOCK_SIZE
-                    && source.get(*at..*at + BLOCK_SIZE).is_some()
-                    && (source.as_ptr() as usize + at).is_multiple_of(BLOCK_SIZE)
-            })
+        // A block's bytes, and its offset in `source` if it can be written from there.
+        let resolve = |piece: Piece<'a>| match piece {
+            Piece::Bytes(data) => (data, None),
+            Piece::Source(at) => match source.get(at..at + BLOCK_SIZE) {
+                Some(data) if (source.as_ptr() as usize + at).is_multiple_of(BLOCK_SIZE) => {
+                    (data, Some(at))
+                }
+                data => (data.unwrap_or(&[]), None),
+            },
         };
         let blocks = blocks.into_iter();
         let mut runs = crate::data::Runs::with_capacity(blocks.size_hint().0);
@@ -722,12 +725,12 @@ impl Fs {
             && e.inode.file_type == FileType::Regular
             && self.vol().options.data_temp == crate::space::DataTemp::Age;
         let mut old_node: Option<(u32, Block)> = None;
-        let push =
-            |runs: &mut crate::data::Runs, addr: u32, data: &[u8], at| match borrowable(data, at) {
-                Some(at) => runs.push_borrowed(addr, at),
-                None => runs.push(addr, data),
-            };
-        for (fblk, data, at) in blocks {
+        let push = |runs: &mut crate::data::Runs, addr: u32, data: &[u8], at| match at {
+            Some(at) => runs.push_borrowed(addr, at),
+            None => runs.push(addr, data),
+        };
+        for (fblk, piece) in blocks {
+            let (data, at) = resolve(piece);
             if in_place {
                 // A block on the device that no write in flight is about to replace is
                 // rewritten where it is; its node does not change.
@@ -1271,11 +1274,8 @@ impl Fs {
             let blocks = (fblk..chunk_end).map(|fb| {
                 let bstart = fb * bs;
                 match edges.iter().find(|(f, _)| *f == fb) {
-                    Some((_, b)) => (fb, &b[..], None),
-                    None => {
-                        let at = (bstart - offset) as usize;
-                        (fb, data.get(at..at + BLOCK_SIZE).unwrap_or(&[]), Some(at))
-                    }
+                    Some((_, b)) => (fb, Piece::Bytes(&b[..])),
+                    None => (fb, Piece::Source((bstart - offset) as usize)),
                 }
             });
             let log = Log::WarmData;
@@ -1299,6 +1299,13 @@ impl Fs {
             (AllocMode::Adaptive, IpuPolicy::Fsync) => synced && blocks <= MIN_FSYNC_BLOCKS,
         }
     }
+}
+
+/// A block [`Fs::write_file_blocks_from`] writes: bytes of the caller's, or the whole block
+/// at a byte offset of the change's source.
+enum Piece<'a> {
+    Bytes(&'a [u8]),
+    Source(usize),
 }
 
 /// The most blocks a synchronous write rewrites in place (`mode=adaptive`): Linux's default
