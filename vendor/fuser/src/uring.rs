@@ -325,24 +325,36 @@ fn command(fd: RawFd, op: u32, qid: u16, commit_id: u64, iov: Option<u64>, tag: 
     unsafe { std::mem::transmute::<[u8; 128], squeue::Entry128>(raw) }
 }
 
-/// Pins this thread to `cpu` (or lets it run on any CPU: `None`); a failure only costs
-/// locality.
-fn pin_to_cpu(cpu: Option<usize>) {
-    // SAFETY: a zeroed cpu_set_t is a valid empty set; CPU_SET and sched_setaffinity take
+/// The CPUs this thread may run on now (all of them if the kernel does not say).
+fn affinity() -> libc::cpu_set_t {
+    // SAFETY: a zeroed cpu_set_t is a valid empty set; sched_getaffinity and CPU_SET take
     // pointers to it that live for the calls.
     unsafe {
         let mut set: libc::cpu_set_t = std::mem::zeroed();
-        match cpu {
-            Some(cpu) => libc::CPU_SET(cpu, &mut set),
-            None => {
-                for c in 0..libc::CPU_SETSIZE as usize {
-                    libc::CPU_SET(c, &mut set);
-                }
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
+            for c in 0..libc::CPU_SETSIZE as usize {
+                libc::CPU_SET(c, &mut set);
             }
         }
-        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
-            debug!("io_uring queue {cpu:?}: affinity unchanged: {}", io::Error::last_os_error());
-        }
+        set
+    }
+}
+
+/// The set of CPU `cpu` alone.
+fn only_cpu(cpu: usize) -> libc::cpu_set_t {
+    // SAFETY: as in `affinity`.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        set
+    }
+}
+
+/// Lets this thread run on `set`; a failure only costs locality.
+fn set_affinity(set: &libc::cpu_set_t, qid: usize) {
+    // SAFETY: `set` is a valid cpu_set_t borrowed for the call.
+    if unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), set) } != 0 {
+        debug!("io_uring queue {qid}: affinity unchanged: {}", io::Error::last_os_error());
     }
 }
 
@@ -361,7 +373,9 @@ pub(crate) fn serve<FS: Filesystem>(
     qid: usize,
     plan: Plan,
 ) -> io::Result<()> {
-    pin_to_cpu(Some(qid));
+    // Unpinned is the affinity the daemon was started with (`taskset`, a cgroup's cpuset).
+    let (unpinned, pinned_set) = (affinity(), only_cpu(qid));
+    set_affinity(&pinned_set, qid);
     let mut pinned = true;
     let q = u16::try_from(qid).map_err(|_| io::Error::other("queue id"))?;
     let mut ring = IoUring::<squeue::Entry128, cqueue::Entry>::builder()
@@ -415,7 +429,7 @@ pub(crate) fn serve<FS: Filesystem>(
             // Unpinned, this thread may run wherever the scheduler finds room; the next small
             // request pins it back (see `is_streaming`).
             pinned = !streaming;
-            pin_to_cpu(pinned.then_some(qid));
+            set_affinity(if pinned { &pinned_set } else { &unpinned }, qid);
         }
         let commit_id = handle(se, &mut ent, &slot);
         let sqe = command(fd, COMMIT_AND_FETCH, q, commit_id, None, 0);
