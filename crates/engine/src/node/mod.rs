@@ -137,12 +137,22 @@ impl Nodes {
         Ok(())
     }
 
-    /// Puts (or drops) the cached copy of `nid` and moves the epoch.
+    /// Puts (or drops) the cached copy of `nid` and moves the epoch. The cache stays within
+    /// its bound here too: every node a change dirties or a checkpoint writes passes through,
+    /// and once only reads made room, so that a tree of 40 000 new files kept all 40 000
+    /// inode blocks (160 MiB against a 64 MiB `cache_size`).
     fn cached(&self, nid: u32, b: Option<Arc<Block>>) {
         if let Ok(mut c) = self.cache.lock() {
             match b {
-                Some(b) => c.insert(nid, b),
-                None => c.remove(&nid),
+                Some(b) => {
+                    if !c.contains_key(&nid) {
+                        crate::cache::make_room(&mut c, self.cache_cap);
+                    }
+                    c.insert(nid, b);
+                }
+                None => {
+                    c.remove(&nid);
+                }
             };
             self.epoch.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
         }

@@ -230,6 +230,7 @@ impl Nat {
                 let addr = nat_block_addr(&self.layout, &inner.bitmap, index);
                 let b = Arc::new(b);
                 inner.pinned.insert(index, b.clone());
+                crate::cache::make_room(&mut inner.cache, self.cache_cap);
                 inner.cache.insert(index, b.clone());
                 writes.push((addr, *b));
             }
