@@ -552,8 +552,7 @@ impl Fs {
         let inode = Arc::new(Inode::parse(&block, ino, &self.vol.sb)?);
         if let Ok(mut c) = self.vol.inodes.lock() {
             if self.vol.inode_epoch.load(Ordering::Acquire) == epoch {
-                crate::cache::make_room(&mut c, self.vol.inode_cap);
-                c.insert(ino, inode.clone());
+                crate::cache::insert_bounded(&mut c, self.vol.inode_cap, ino, inode.clone());
             }
         }
         Ok(inode)

@@ -93,8 +93,7 @@ impl Nat {
         }
         let addr = nat_block_addr(&self.layout, &inner.bitmap, index);
         let b = Arc::new(read_block(dev, addr, IoCause::Meta, "NAT block")?);
-        crate::cache::make_room(&mut inner.cache, self.cache_cap);
-        inner.cache.insert(index, b.clone());
+        crate::cache::insert_bounded(&mut inner.cache, self.cache_cap, index, b.clone());
         Ok(b)
     }
 
@@ -230,8 +229,7 @@ impl Nat {
                 let addr = nat_block_addr(&self.layout, &inner.bitmap, index);
                 let b = Arc::new(b);
                 inner.pinned.insert(index, b.clone());
-                crate::cache::make_room(&mut inner.cache, self.cache_cap);
-                inner.cache.insert(index, b.clone());
+                crate::cache::insert_bounded(&mut inner.cache, self.cache_cap, index, b.clone());
                 writes.push((addr, *b));
             }
             inner.journal.clear();
