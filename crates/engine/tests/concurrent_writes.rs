@@ -156,10 +156,7 @@ fn pattern(seed: u8, len: usize) -> Vec<u8> {
 /// `len` bytes of `pattern(seed, ..)` starting on a block boundary in memory, as a FUSE
 /// request's payload lies (the io_uring transport aligns it): (allocation, offset).
 fn aligned_pattern(seed: u8, len: usize) -> (Vec<u8>, usize) {
-    let mut mem = vec![0u8; len + 4096];
-    let at = (4096 - mem.as_ptr() as usize % 4096) % 4096;
-    mem[at..at + len].copy_from_slice(&pattern(seed, len));
-    (mem, at)
+    common::block_aligned(&pattern(seed, len), 0)
 }
 
 /// Runs `f` on a thread of `s` beside something held at the gate and returns what it gives;

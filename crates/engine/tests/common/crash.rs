@@ -254,10 +254,7 @@ impl Run {
         let begun = self.pos();
         let aligned_copy;
         let source = if begun.is_multiple_of(2) {
-            let mut mem = vec![0u8; data.len() + 2 * 4096];
-            let at = (4096 - mem.as_ptr() as usize % 4096) % 4096 + off % 4096;
-            mem[at..at + data.len()].copy_from_slice(data);
-            aligned_copy = (mem, at);
+            aligned_copy = super::block_aligned(data, off);
             &aligned_copy.0[aligned_copy.1..aligned_copy.1 + data.len()]
         } else {
             data

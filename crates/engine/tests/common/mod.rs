@@ -8,6 +8,16 @@
 
 pub mod crash;
 
+/// A copy of `data` placed in memory so that its byte `i` sits at `phase + i` past a block
+/// boundary (`phase` taken modulo 4096), as a FUSE request's payload lies when the io_uring
+/// transport aligns it (phase 0): (allocation, offset of `data` in it).
+pub fn block_aligned(data: &[u8], phase: usize) -> (Vec<u8>, usize) {
+    let mut mem = vec![0u8; data.len() + 2 * 4096];
+    let at = (4096 - mem.as_ptr() as usize % 4096) % 4096 + phase % 4096;
+    mem[at..at + data.len()].copy_from_slice(data);
+    (mem, at)
+}
+
 use std::path::{Path, PathBuf};
 use uf2fs_engine::uf2fs_device::FileDevice;
 use uf2fs_engine::{mkfs, MkfsOptions, NewInode};
