@@ -40,10 +40,7 @@ fn mount(img: &Path, mnt: &Path, opts: &str, syslog: &Path) -> Value {
 }
 
 fn status(mnt: &Path) -> Value {
-    serde_json::from_str(&run(Command::new(bin())
-        .args(["status", "--json"])
-        .arg(mnt)))
-    .unwrap()
+    uf2fs_testkit::status_json(&bin(), mnt)
 }
 
 fn umount(mnt: &Path) {

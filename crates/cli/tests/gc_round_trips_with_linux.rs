@@ -36,11 +36,7 @@ fn bin() -> PathBuf {
 }
 
 fn status(mp: &Path) -> serde_json::Value {
-    serde_json::from_str(&run(Command::new(bin())
-        .arg("status")
-        .arg("--json")
-        .arg(mp)))
-    .unwrap()
+    uf2fs_testkit::status_json(&bin(), mp)
 }
 
 fn n(v: &serde_json::Value, path: &str) -> u64 {

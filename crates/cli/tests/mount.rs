@@ -29,6 +29,10 @@ fn uf2fs(args: &[&std::ffi::OsStr]) -> String {
     run(Command::new(bin()).args(args))
 }
 
+fn status(mnt: &Path) -> serde_json::Value {
+    uf2fs_testkit::status_json(&bin(), mnt)
+}
+
 /// Runs `sh -c WHAT sh FILE` as nobody (uid and gid 65534, no other groups).
 fn as_nobody(what: &str, f: &Path) {
     run(Command::new("setpriv")
@@ -198,9 +202,8 @@ fn unsynced_changes_survive_a_kill_after_the_checkpoint_interval() {
     // No fsync, no sync: only the periodic checkpoint can make these durable.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     loop {
-        let st = uf2fs(&["status".as_ref(), "--json".as_ref(), mnt.as_os_str()]);
-        let v: serde_json::Value = serde_json::from_str(&st).unwrap();
-        if v.pointer("/checkpoints/written").and_then(|w| w.as_u64()) > Some(0) {
+        let st = status(&mnt);
+        if st.pointer("/checkpoints/written").and_then(|w| w.as_u64()) > Some(0) {
             break;
         }
         assert!(
@@ -351,12 +354,7 @@ fn the_status_shows_the_memory_bound_and_the_daemon_stays_within_it() {
             assert_eq!(got, vec![d as u8; 3000 + f], "d{d}/f{f}");
         }
     }
-    let st: serde_json::Value = serde_json::from_str(&uf2fs(&[
-        "status".as_ref(),
-        "--json".as_ref(),
-        mnt.as_os_str(),
-    ]))
-    .unwrap();
+    let st = status(&mnt);
     let n = |p: &str| st.pointer(p).and_then(|v| v.as_u64()).unwrap_or(0);
     assert_eq!(n("/memory/cache_size_bytes"), 40 << 20, "{st}");
     assert_eq!(
@@ -404,12 +402,7 @@ fn many_new_files_keep_the_daemon_within_cache_size() {
         }
     }
     uf2fs(&["sync".as_ref(), mnt.as_os_str()]);
-    let st: serde_json::Value = serde_json::from_str(&uf2fs(&[
-        "status".as_ref(),
-        "--json".as_ref(),
-        mnt.as_os_str(),
-    ]))
-    .unwrap();
+    let st = status(&mnt);
     let peak = st
         .pointer("/memory/peak_resident_bytes")
         .and_then(|v| v.as_u64())
@@ -469,12 +462,7 @@ fn large_writes_go_past_the_host_page_cache_and_read_back() {
         }
         f.sync_all().unwrap();
         drop(f);
-        let st: serde_json::Value = serde_json::from_str(&uf2fs(&[
-            "status".as_ref(),
-            "--json".as_ref(),
-            mnt.as_os_str(),
-        ]))
-        .unwrap();
+        let st = status(&mnt);
         let runs = st.pointer("/io/direct_write_runs").and_then(|v| v.as_u64());
         assert_eq!(
             st.pointer("/io/direct_writes").and_then(|v| v.as_str()),
@@ -596,12 +584,7 @@ fn directories_are_read_by_position_through_changes_seeks_and_many_handles() {
 
     // Many handles on the directory, each past its first entries: no listing per handle.
     let resident = || {
-        let st: serde_json::Value = serde_json::from_str(&uf2fs(&[
-            "status".as_ref(),
-            "--json".as_ref(),
-            mnt.as_os_str(),
-        ]))
-        .unwrap();
+        let st = status(&mnt);
         st.pointer("/memory/resident_bytes")
             .and_then(|v| v.as_u64())
             .unwrap()

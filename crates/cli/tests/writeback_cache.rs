@@ -32,8 +32,7 @@ fn mkfs(img: &Path, size: &str) {
 }
 
 fn status(mnt: &Path) -> serde_json::Value {
-    let st = run(Command::new(bin()).arg("status").arg("--json").arg(mnt));
-    serde_json::from_str(&st).unwrap()
+    uf2fs_testkit::status_json(&bin(), mnt)
 }
 
 /// The file as the image holds it, read by `uf2fs cat` with nothing mounted.

@@ -52,6 +52,12 @@ pub fn try_run(cmd: &mut Command) -> (bool, String, String) {
     )
 }
 
+/// `uf2fs status --json` of a mount point or image, parsed (`bin`: the uf2fs binary).
+pub fn status_json(bin: &Path, target: &Path) -> serde_json::Value {
+    let out = run(Command::new(bin).args(["status", "--json"]).arg(target));
+    serde_json::from_str(&out).unwrap_or_else(|e| panic!("uf2fs status --json: {e}: {out}"))
+}
+
 /// Runs a command and panics with (the end of) its output if it fails.
 pub fn run(cmd: &mut Command) -> String {
     let out = cmd
