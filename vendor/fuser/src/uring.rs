@@ -143,6 +143,10 @@ pub(crate) struct Pending {
     /// Otherwise the reply's bytes, out-header first.
     bytes: Vec<u8>,
     ready: bool,
+    /// The serving thread waits in `take` (the reply is coming from another thread): only
+    /// then does `put` wake it. A reply sent during the dispatch, the common case, costs no
+    /// futex call.
+    waiting: bool,
 }
 
 /// The entry's out-header and payload buffer, for a request whose bytes lie elsewhere (no
@@ -198,7 +202,9 @@ impl RingReply {
             }
             p.target = None;
             p.ready = true;
-            ready.notify_all();
+            if p.waiting {
+                ready.notify_all();
+            }
         }
     }
 
@@ -206,6 +212,7 @@ impl RingReply {
         if let Ok(mut p) = self.0.0.lock() {
             p.target = target;
             p.ready = false;
+            p.waiting = false;
         }
     }
 
@@ -216,8 +223,10 @@ impl RingReply {
         let (lock, ready) = &*self.0;
         let mut p = lock.lock().ok()?;
         while !p.ready {
+            p.waiting = true;
             let (next, timeout) = ready.wait_timeout(p, Duration::from_secs(10)).ok()?;
             p = next;
+            p.waiting = false;
             if timeout.timed_out() && !p.ready {
                 warn!("io_uring: still waiting for a reply after 10 s");
             }
@@ -419,10 +428,10 @@ pub(crate) fn serve<FS: Filesystem>(
             continue;
         }
         registered = false;
+        let streaming = is_streaming(ent.bytes());
         if idle {
             idle = !set_idle(false);
         }
-        let streaming = is_streaming(ent.bytes());
         if streaming == pinned {
             // A stream's requests all come to its reader's (or flusher's) CPU, where that
             // program runs too: served there, both share one CPU while the other idles.
