@@ -257,6 +257,21 @@ fn print_status(out: &mut impl Write, v: &Value) -> std::io::Result<()> {
     if let Some(t) = v.get("transport").and_then(Value::as_str) {
         writeln!(out, "transport:    {t}")?;
     }
+    if let Some(kinds) = v.pointer("/requests/by_kind").and_then(Value::as_object) {
+        // The most frequent kinds first: what the workload cost in round trips.
+        let mut kinds: Vec<(&String, u64)> = kinds
+            .iter()
+            .map(|(k, n)| (k, n.as_u64().unwrap_or(0)))
+            .collect();
+        kinds.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+        let shown: Vec<String> = kinds.iter().map(|(k, n)| format!("{k} {n}")).collect();
+        writeln!(
+            out,
+            "requests:     {} served since mount ({})",
+            n("/requests/total"),
+            shown.join(", ")
+        )?;
+    }
     if v.get("memory").is_some() {
         let mib = |p: &str| n(&format!("/memory/{p}")) as f64 / f64::from(1 << 20);
         writeln!(

@@ -383,6 +383,55 @@ fn the_status_shows_the_memory_bound_and_the_daemon_stays_within_it() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// The status counts the FUSE requests served, by kind: a new file is one CREATE, a new
+/// directory one MKDIR, and the total is the sum of the kinds.
+#[test]
+fn the_status_counts_the_requests_served_by_kind() {
+    let dir = scratch("mount-requests");
+    let img = dir.join("img");
+    mkfs(&img, "128M");
+    let mnt = dir.join("m");
+    let m = Mount::new(&bin(), &img, &mnt, &[]);
+    let kind = |st: &serde_json::Value, k: &str| {
+        st.pointer(&format!("/requests/by_kind/{k}"))
+            .and_then(|v| v.as_u64())
+            .unwrap_or(0)
+    };
+    let before = status(&mnt);
+    std::fs::create_dir(mnt.join("d")).unwrap();
+    for f in 0..7 {
+        std::fs::write(mnt.join(format!("d/f{f}")), [f as u8; 100]).unwrap();
+    }
+    uf2fs(&["sync".as_ref(), mnt.as_os_str()]);
+    let after = status(&mnt);
+    assert_eq!(
+        kind(&after, "CREATE") - kind(&before, "CREATE"),
+        7,
+        "{after}"
+    );
+    assert_eq!(kind(&after, "MKDIR") - kind(&before, "MKDIR"), 1, "{after}");
+    assert!(kind(&after, "WRITE") >= 7, "{after}");
+    let kinds = after
+        .pointer("/requests/by_kind")
+        .and_then(|v| v.as_object())
+        .unwrap();
+    let sum: u64 = kinds.values().filter_map(|v| v.as_u64()).sum();
+    assert_eq!(
+        after.pointer("/requests/total").and_then(|v| v.as_u64()),
+        Some(sum),
+        "{after}"
+    );
+    let text = uf2fs(&["status".as_ref(), mnt.as_os_str()]);
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("requests:") && l.contains("CREATE 7")),
+        "{text}"
+    );
+    m.umount();
+    fsck_both(&img);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// A tree of many new files leaves the daemon within `cache_size`, however many there are:
 /// each new inode passes through the node cache (dirtied, then written by a checkpoint), and
 /// once only reads made room in it, so that 40 000 new files kept 160 MiB of inode blocks

@@ -47,6 +47,8 @@ pub struct MountStatus {
     pub fsync_requests: u64,
     /// How requests reach the daemon: `/dev/fuse`, or io_uring queues and threads per queue.
     pub transport: String,
+    /// FUSE requests served since mount, by kind: each one a round trip from the kernel.
+    pub requests: Requests,
     /// Free space kept back from writers for the kernel's dirty pages (with the writeback
     /// cache), and the files whose writer was told ENOSPC or a failed writeback.
     pub write_stops: WriteStops,
@@ -55,6 +57,15 @@ pub struct MountStatus {
     pub log: Log,
     #[serde(flatten)]
     pub volume: uf2fs_engine::Status,
+}
+
+/// FUSE requests served since mount.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Requests {
+    pub total: u64,
+    /// By the kernel's name for each kind (`LOOKUP`, `WRITE`...), the kinds served at least
+    /// once.
+    pub by_kind: std::collections::BTreeMap<String, u64>,
 }
 
 /// Writers stopped on the way into a full volume (see docs/design.md, "The writeback cache").
@@ -247,6 +258,7 @@ pub fn serve(
     })?;
     let _ = notifier_slot.set(session.notifier());
     let ring = session.io_uring();
+    let requests = session.request_counts();
     widen_readahead(&mountpoint);
     if fs.is_writable() && opts.writeback_cache {
         let st = fs.statfs();
@@ -273,6 +285,14 @@ pub fn serve(
                 read_only_reason: reason.clone(),
                 fsync_requests: counters.load(std::sync::atomic::Ordering::Relaxed),
                 transport: transport(ring.as_ref()),
+                requests: Requests {
+                    total: requests.total(),
+                    by_kind: requests
+                        .snapshot()
+                        .into_iter()
+                        .map(|(k, n)| (k.to_string(), n))
+                        .collect(),
+                },
                 write_stops: WriteStops {
                     kept_back_bytes: margin.load(std::sync::atomic::Ordering::Relaxed)
                         * uf2fs_engine::uf2fs_device::BLOCK_SIZE as u64,

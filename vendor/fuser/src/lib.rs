@@ -103,6 +103,9 @@ mod request_param;
 mod session;
 mod time;
 mod uring;
+// uf2fs: requests counted by opcode.
+mod counts;
+pub use crate::counts::RequestCounts;
 // uf2fs: how many threads the io_uring transport would start, for sizing the daemon's memory.
 pub use crate::uring::serving_threads as io_uring_serving_threads;
 

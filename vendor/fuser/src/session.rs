@@ -144,6 +144,8 @@ pub struct Session<FS: Filesystem> {
     /// uf2fs: set when a queue's thread ended with an error (the kernel went back to
     /// /dev/fuse, or the queue lost its server).
     pub(crate) uring_failed: Arc<std::sync::atomic::AtomicBool>,
+    /// uf2fs: requests dispatched, by opcode (`Session::request_counts`).
+    pub(crate) counts: Arc<crate::counts::RequestCounts>,
 }
 
 /// uf2fs: the io_uring transport a session serves (`Session::io_uring`).
@@ -211,6 +213,7 @@ impl<FS: Filesystem> Session<FS> {
             proto_version: None,
             uring: None,
             uring_failed: Arc::default(),
+            counts: Arc::default(),
             config: options.clone(),
         };
 
@@ -241,6 +244,7 @@ impl<FS: Filesystem> Session<FS> {
             proto_version: None,
             uring: None,
             uring_failed: Arc::default(),
+            counts: Arc::default(),
             config,
         };
 
@@ -282,6 +286,7 @@ impl<FS: Filesystem> Session<FS> {
             config,
             uring,
             uring_failed,
+            counts,
         } = self;
 
         // uf2fs: with io_uring queues, /dev/fuse carries only forgets, interrupts and
@@ -334,6 +339,7 @@ impl<FS: Filesystem> Session<FS> {
                 ch,
                 allowed,
                 session_owner,
+                counts: counts.clone(),
             };
             threads.push(
                 thread::Builder::new()
@@ -352,6 +358,7 @@ impl<FS: Filesystem> Session<FS> {
                         ch: ch_for_ring.clone(),
                         allowed,
                         session_owner,
+                        counts: counts.clone(),
                     };
                     let fd = std::os::fd::AsRawFd::as_raw_fd(&ch_for_ring.as_fd());
                     let failed = uring_failed.clone();
@@ -567,6 +574,12 @@ impl<FS: Filesystem> Session<FS> {
         })
     }
 
+    /// uf2fs: the requests this session has dispatched, by opcode (shared: it goes on
+    /// counting after `run` starts).
+    pub fn request_counts(&self) -> Arc<crate::counts::RequestCounts> {
+        self.counts.clone()
+    }
+
     /// Returns a thread-safe object that can be used to unmount the Filesystem
     pub fn unmount_callable(&mut self) -> SessionUnmounter {
         SessionUnmounter {
@@ -603,6 +616,8 @@ pub(crate) struct SessionEventLoop<FS: Filesystem> {
     pub(crate) filesystem: Arc<FilesystemHolder<FS>>,
     pub(crate) allowed: SessionACL,
     pub(crate) session_owner: Uid,
+    /// uf2fs: the session's request counts.
+    pub(crate) counts: Arc<crate::counts::RequestCounts>,
 }
 
 impl<FS: Filesystem> SessionEventLoop<FS> {

@@ -2129,6 +2129,11 @@ pub(crate) struct AnyRequest<'a> {
 }
 
 impl<'a> AnyRequest<'a> {
+    /// uf2fs: the request's opcode as the kernel sent it (known to fuser or not).
+    pub(crate) fn opcode(&self) -> u32 {
+        self.header.opcode
+    }
+
     /// Returns the unique identifier of this request.
     ///
     /// The FUSE kernel driver assigns a unique id to every concurrent request. This allows to
