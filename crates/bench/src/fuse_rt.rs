@@ -72,7 +72,7 @@ const SCENARIOS: [Scenario; 4] = [
 ];
 
 /// Times `calls` getxattr calls on `file` from a thread pinned as asked: (mean, p99) in µs.
-fn time_calls(file: &Path, calls: usize, pin: Option<usize>) -> Res<(f64, f64)> {
+pub(crate) fn time_calls(file: &Path, calls: usize, pin: Option<usize>) -> Res<(f64, f64)> {
     let file = file.to_path_buf();
     let run = move || -> Res<(f64, f64)> {
         if let Some(cpu) = pin {

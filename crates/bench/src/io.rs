@@ -178,6 +178,16 @@ const FIO_JOBS: [FioJob; 10] = [
 
 const TREE_JOBS: [&str; 4] = ["tar-x", "cp-a", "find-stat", "rm-rf"];
 
+/// Requests the kernel sends without making the caller wait for the reply (file and
+/// directory releases, forgets, interrupts): not part of a workload's transport floor.
+const NOT_WAITED: [&str; 5] = [
+    "RELEASE",
+    "RELEASEDIR",
+    "FORGET",
+    "BATCH_FORGET",
+    "INTERRUPT",
+];
+
 /// Every round's measurement of one workload, by target.
 type Rounds = Vec<(Target, Vec<Cell>)>;
 
@@ -325,6 +335,55 @@ impl Bench<'_> {
         Ok((pid, bound))
     }
 
+    /// The FUSE requests the daemon has served since mount, by kind (its status).
+    fn requests(&self) -> Res<serde_json::Map<String, Value>> {
+        let out = sh(&format!(
+            "{} status {} --json",
+            q(&self.uf2fs),
+            q(self.root(Target::Uf2fs)?)
+        ))?;
+        let v: Value = serde_json::from_str(&out).map_err(|e| format!("status JSON: {e}"))?;
+        v.pointer("/requests/by_kind")
+            .and_then(Value::as_object)
+            .cloned()
+            .ok_or_else(|| "no requests in uf2fs status".to_string())
+    }
+
+    /// What the transport alone costs a tree workload on uf2fs: the requests it made the
+    /// caller wait for (`WAITED`), each at the price of a null round trip (a getxattr of an
+    /// absent name on the mount, timed right after the workload), whatever the engine does.
+    fn transport_floor(&self, before: &serde_json::Map<String, Value>, files: usize) -> Res<Value> {
+        let after = self.requests()?;
+        let count = |m: &serde_json::Map<String, Value>, k: &str| {
+            m.get(k).and_then(Value::as_u64).unwrap_or(0)
+        };
+        let by_kind: serde_json::Map<String, Value> = after
+            .keys()
+            .map(|k| {
+                (
+                    k.clone(),
+                    json!(count(&after, k).saturating_sub(count(before, k))),
+                )
+            })
+            .filter(|(_, n)| n.as_u64() != Some(0))
+            .collect();
+        let total: u64 = by_kind.values().filter_map(Value::as_u64).sum();
+        let waited: u64 = by_kind
+            .iter()
+            .filter(|(k, _)| !NOT_WAITED.contains(&k.as_str()))
+            .filter_map(|(_, n)| n.as_u64())
+            .sum();
+        let (rt_us, _) = crate::fuse_rt::time_calls(self.root(Target::Uf2fs)?, 4000, None)?;
+        Ok(json!({
+            "requests": total,
+            "waited_requests": waited,
+            "waited_per_file": waited as f64 / files.max(1) as f64,
+            "by_kind": by_kind,
+            "null_round_trip_us": rt_us,
+            "transport_floor_seconds": waited as f64 * rt_us / 1e6,
+        }))
+    }
+
     /// Fresh state before a measurement: the daemon remounted (cold, its peak reset), the
     /// host's caches dropped.
     fn cold(&self, t: Target) -> Res<()> {
@@ -467,17 +526,29 @@ impl Bench<'_> {
         } else {
             None
         };
+        let before = match t {
+            Target::Uf2fs => Some(self.requests()?),
+            _ => None,
+        };
         let started = Instant::now();
         sh(&cmd)?;
         if job != "find-stat" {
             sh(&self.sync_cmd(t)?)?;
         }
         let secs = started.elapsed().as_secs_f64();
+        let peak_rss_kib = pid.as_ref().and_then(|(p, _)| peak_rss(p));
+        let detail = match before {
+            Some(before) => json!({
+                "command": cmd,
+                "transport": self.transport_floor(&before, self.a.tree_files)?,
+            }),
+            None => json!({ "command": cmd }),
+        };
         Ok(Cell {
             value: secs,
-            peak_rss_kib: pid.as_ref().and_then(|(p, _)| peak_rss(p)),
+            peak_rss_kib,
             bound_bytes: pid.as_ref().and_then(|(_, b)| *b),
-            detail: json!({ "command": cmd }),
+            detail,
         })
     }
 
@@ -918,6 +989,27 @@ fn print_and_save(
                 "detail": c.detail,
             })).collect::<Vec<_>>(),
         }));
+    }
+    // The tree workloads' transport floor: what uf2fs would take if the engine cost nothing.
+    for (name, cells) in rows {
+        let Some(f) = cells
+            .iter()
+            .find(|(t, _)| *t == Target::Uf2fs)
+            .and_then(|(_, c)| c.detail.get("transport"))
+        else {
+            continue;
+        };
+        let num = |k: &str| f.get(k).and_then(Value::as_f64).unwrap_or(0.0);
+        let floor = num("transport_floor_seconds");
+        let over_ext4 = value(cells, Target::Ext4)
+            .map_or("-".to_string(), |e| format!("{:.2}x ext4", floor / e));
+        println!(
+            "transport floor {name}: {:.1} waited requests per file ({:.0} in all) x {:.1} us \
+             (a null round trip, timed after it) = {floor:.2} s, {over_ext4}",
+            num("waited_per_file"),
+            num("requests"),
+            num("null_round_trip_us"),
+        );
     }
     let goal = |name: &str, other: Target, want: &str, ok: &dyn Fn(f64) -> bool| {
         rows.iter()
