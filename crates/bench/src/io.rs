@@ -995,7 +995,7 @@ fn print_and_save(
         let Some(f) = cells
             .iter()
             .find(|(t, _)| *t == Target::Uf2fs)
-            .and_then(|(_, c)| c.detail.get("transport"))
+            .and_then(|(_, c)| c.detail.pointer("/median_round/transport"))
         else {
             continue;
         };

@@ -181,7 +181,11 @@ impl RingReply {
                         // SAFETY: at + head <= OUT_HEADER_LEN (inside the header), and
                         // body_at + to_body.len() <= total - OUT_HEADER_LEN <= t.cap.
                         unsafe {
-                            std::ptr::copy_nonoverlapping(to_header.as_ptr(), t.header.add(at), head);
+                            std::ptr::copy_nonoverlapping(
+                                to_header.as_ptr(),
+                                t.header.add(at),
+                                head,
+                            );
                             std::ptr::copy_nonoverlapping(
                                 to_body.as_ptr(),
                                 t.body.add(body_at),
@@ -313,7 +317,14 @@ fn u64_at(b: &[u8], at: usize) -> u64 {
 }
 
 /// A `FUSE_IO_URING_CMD_*` submission for queue `qid`.
-fn command(fd: RawFd, op: u32, qid: u16, commit_id: u64, iov: Option<u64>, tag: u64) -> squeue::Entry128 {
+fn command(
+    fd: RawFd,
+    op: u32,
+    qid: u16,
+    commit_id: u64,
+    iov: Option<u64>,
+    tag: u64,
+) -> squeue::Entry128 {
     let mut cmd = [0u8; 80];
     cmd[8..16].copy_from_slice(&commit_id.to_le_bytes());
     cmd[16..18].copy_from_slice(&qid.to_le_bytes());
@@ -363,7 +374,10 @@ fn only_cpu(cpu: usize) -> libc::cpu_set_t {
 fn set_affinity(set: &libc::cpu_set_t, qid: usize) {
     // SAFETY: `set` is a valid cpu_set_t borrowed for the call.
     if unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), set) } != 0 {
-        debug!("io_uring queue {qid}: affinity unchanged: {}", io::Error::last_os_error());
+        debug!(
+            "io_uring queue {qid}: affinity unchanged: {}",
+            io::Error::last_os_error()
+        );
     }
 }
 
@@ -422,7 +436,10 @@ pub(crate) fn serve<FS: Filesystem>(
                 return Err(io::Error::from_raw_os_error(errno));
             }
             // A commit the kernel refused: the entry is gone; register it again.
-            warn!("io_uring queue {qid}: commit failed: {}", io::Error::from_raw_os_error(errno));
+            warn!(
+                "io_uring queue {qid}: commit failed: {}",
+                io::Error::from_raw_os_error(errno)
+            );
             register(&mut ring, &ent)?;
             registered = true;
             continue;
@@ -575,7 +592,11 @@ fn error_header(unique: u64, error: i32) -> [u8; OUT_HEADER_LEN] {
 /// Puts this thread in SCHED_IDLE or back in SCHED_OTHER; true if the kernel agreed.
 fn set_idle(idle: bool) -> bool {
     let param = libc::sched_param { sched_priority: 0 };
-    let policy = if idle { libc::SCHED_IDLE } else { libc::SCHED_OTHER };
+    let policy = if idle {
+        libc::SCHED_IDLE
+    } else {
+        libc::SCHED_OTHER
+    };
     // SAFETY: `param` lives for the call; pid 0 is the calling thread.
     unsafe { libc::sched_setscheduler(0, policy, &param) == 0 }
 }
