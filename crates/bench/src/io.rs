@@ -373,10 +373,15 @@ impl Bench<'_> {
             .filter(|(k, _)| !NOT_WAITED.contains(&k.as_str()))
             .filter_map(|(_, n)| n.as_u64())
             .sum();
+        // Files the workload made or removed (both trees for rm -rf), else the tree's.
+        let made = |k: &str| count(&after, k).saturating_sub(count(before, k));
+        let touched = made("CREATE") + made("UNLINK");
+        let files = if touched > 0 { touched as usize } else { files };
         let (rt_us, _) = crate::fuse_rt::time_calls(self.root(Target::Uf2fs)?, 4000, None)?;
         Ok(json!({
             "requests": total,
             "waited_requests": waited,
+            "files": files,
             "waited_per_file": waited as f64 / files.max(1) as f64,
             "by_kind": by_kind,
             "null_round_trip_us": rt_us,
