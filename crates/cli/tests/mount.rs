@@ -1149,29 +1149,55 @@ fn reads_after_a_reopen_see_every_change_made_through_the_mount() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// Mounted by root, the kernel reads ahead a whole MiB on the mount (one request per MiB of a
-/// sequential read instead of eight), also at a mount point whose name /proc/self/mountinfo
-/// escapes.
+/// Mounted by root, the kernel reads ahead 4 MiB on the mount (a sequential reader keeps
+/// four 1 MiB requests in flight instead of eight of 128 KiB one at a time), also at a mount
+/// point whose name /proc/self/mountinfo escapes; and it holds at most a 32nd of the user
+/// space dirty, at most 64 MiB (the mount bdi's `max_bytes`, raised above the kernel's own
+/// default on a large volume), with that bound, a quarter more and 4 MiB kept back from
+/// statfs.
 #[test]
-fn root_mounts_read_ahead_a_mib() {
+fn root_mounts_read_ahead_four_mib_and_bound_dirty_pages() {
     let dir = scratch("mount-readahead");
+    let bdi = |m: &Mount, knob: &str| -> u64 {
+        let at = m.dir.canonicalize().unwrap();
+        let want = at.to_str().unwrap().replace(' ', "\\040");
+        let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+        let dev = info
+            .lines()
+            .rev()
+            .filter(|l| l.split(' ').nth(4) == Some(want.as_str()))
+            .find_map(|l| l.split(' ').nth(2))
+            .unwrap_or_else(|| panic!("no mountinfo line for {want}:\n{info}"))
+            .to_string();
+        let v = std::fs::read_to_string(format!("/sys/class/bdi/{dev}/{knob}")).unwrap();
+        v.trim().parse().unwrap()
+    };
     let img = dir.join("img");
     mkfs(&img, "64M");
     let m = Mount::new(&bin(), &img, &dir.join("mount point"), &[]);
-    let at = m.dir.canonicalize().unwrap();
-    let want = at.to_str().unwrap().replace(' ', "\\040");
-    let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
-    let dev = info
-        .lines()
-        .rev()
-        .filter(|l| l.split(' ').nth(4) == Some(want.as_str()))
-        .find_map(|l| l.split(' ').nth(2))
-        .unwrap_or_else(|| panic!("no mountinfo line for {want}:\n{info}"))
-        .to_string();
-    let kb = std::fs::read_to_string(format!("/sys/class/bdi/{dev}/read_ahead_kb")).unwrap();
-    assert_eq!(kb.trim(), "1024", "read_ahead_kb of {dev}");
+    assert_eq!(bdi(&m, "read_ahead_kb"), 4096);
+    // A small volume: a 32nd of its user space is less than the floor, 1 MiB (the kernel
+    // rounds what it is given).
+    let small = bdi(&m, "max_bytes");
+    assert!(
+        small.abs_diff(1 << 20) <= (1 << 20) / 100,
+        "max_bytes {small} on a 64 MiB volume"
+    );
     m.umount();
     fsck_both(&img);
+    let big = dir.join("big");
+    mkfs(&big, "4G");
+    let m = Mount::new(&bin(), &big, &dir.join("big mount"), &[]);
+    let bound = bdi(&m, "max_bytes");
+    assert!(
+        bound.abs_diff(64 << 20) <= (64 << 20) / 100,
+        "max_bytes {bound} on a 4 GiB volume"
+    );
+    let kept = status(&m.dir)
+        .pointer("/write_stops/kept_back_bytes")
+        .and_then(|v| v.as_u64());
+    assert_eq!(kept, Some((64 << 20) + (16 << 20) + (4 << 20)));
+    m.umount();
     let _ = std::fs::remove_dir_all(&dir);
 }
 
