@@ -287,11 +287,7 @@ pub fn serve(
                 transport: transport(ring.as_ref()),
                 requests: Requests {
                     total: requests.total(),
-                    by_kind: requests
-                        .snapshot()
-                        .into_iter()
-                        .map(|(k, n)| (k.to_string(), n))
-                        .collect(),
+                    by_kind: requests.snapshot().into_iter().collect(),
                 },
                 write_stops: WriteStops {
                     kept_back_bytes: margin.load(std::sync::atomic::Ordering::Relaxed)

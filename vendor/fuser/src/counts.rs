@@ -3,7 +3,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// Opcodes above this are counted together as "OTHER".
+/// Opcodes from this one up are counted together (as "OPCODE_64_AND_ABOVE").
 const TRACKED: usize = 64;
 
 /// Requests dispatched so far, by opcode.
@@ -28,8 +28,9 @@ impl RequestCounts {
         }
     }
 
-    /// Every kind of request served at least once, with its count, by opcode.
-    pub fn snapshot(&self) -> Vec<(&'static str, u64)> {
+    /// Every kind of request served at least once, with its count, by opcode: the kernel's
+    /// name without `FUSE_`, or `OPCODE_<n>` for one this list does not name.
+    pub fn snapshot(&self) -> Vec<(String, u64)> {
         self.by_op
             .iter()
             .enumerate()
@@ -47,8 +48,8 @@ impl RequestCounts {
 }
 
 /// The kernel's name for an opcode, without its `FUSE_` prefix.
-fn name(opcode: u32) -> &'static str {
-    match opcode {
+fn name(opcode: u32) -> String {
+    let known = match opcode {
         1 => "LOOKUP",
         2 => "FORGET",
         3 => "GETATTR",
@@ -99,6 +100,8 @@ fn name(opcode: u32) -> &'static str {
         50 => "SYNCFS",
         51 => "TMPFILE",
         52 => "STATX",
-        _ => "OTHER",
-    }
+        n if n as usize >= TRACKED => "OPCODE_64_AND_ABOVE",
+        n => return format!("OPCODE_{n}"),
+    };
+    known.to_string()
 }
