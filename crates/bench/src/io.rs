@@ -316,14 +316,19 @@ impl Bench<'_> {
         .map(|_| ())
     }
 
-    /// The daemon's pid and its memory bound (`cache_size`), from its status.
-    fn daemon(&self) -> Res<(String, Option<u64>)> {
+    /// The daemon's status (`uf2fs status --json`).
+    fn status(&self) -> Res<Value> {
         let out = sh(&format!(
             "{} status {} --json",
             q(&self.uf2fs),
             q(self.root(Target::Uf2fs)?)
         ))?;
-        let v: Value = serde_json::from_str(&out).map_err(|e| format!("status JSON: {e}"))?;
+        serde_json::from_str(&out).map_err(|e| format!("status JSON: {e}"))
+    }
+
+    /// The daemon's pid and its memory bound (`cache_size`), from its status.
+    fn daemon(&self) -> Res<(String, Option<u64>)> {
+        let v = self.status()?;
         let pid = v
             .get("pid")
             .and_then(Value::as_u64)
@@ -337,13 +342,8 @@ impl Bench<'_> {
 
     /// The FUSE requests the daemon has served since mount, by kind (its status).
     fn requests(&self) -> Res<serde_json::Map<String, Value>> {
-        let out = sh(&format!(
-            "{} status {} --json",
-            q(&self.uf2fs),
-            q(self.root(Target::Uf2fs)?)
-        ))?;
-        let v: Value = serde_json::from_str(&out).map_err(|e| format!("status JSON: {e}"))?;
-        v.pointer("/requests/by_kind")
+        self.status()?
+            .pointer("/requests/by_kind")
             .and_then(Value::as_object)
             .cloned()
             .ok_or_else(|| "no requests in uf2fs status".to_string())
