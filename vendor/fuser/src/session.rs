@@ -662,6 +662,7 @@ impl<FS: Filesystem> SessionEventLoop<FS> {
                             req.reply::<ReplyEmpty>().ok();
                             return Ok(());
                         }
+                        // uf2fs: after a forget, let the next ones gather (`pause_after_forget`).
                         let forget =
                             matches!(op, Ok(Operation::Forget(_) | Operation::BatchForget(_)));
                         req.dispatch(self);
