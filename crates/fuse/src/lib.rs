@@ -285,9 +285,15 @@ pub fn serve(
                 read_only_reason: reason.clone(),
                 fsync_requests: counters.load(std::sync::atomic::Ordering::Relaxed),
                 transport: transport(ring.as_ref()),
-                requests: Requests {
-                    total: requests.total(),
-                    by_kind: requests.snapshot().into_iter().collect(),
+                requests: {
+                    // One reading of the counters: the total is their sum, whatever is
+                    // served meanwhile.
+                    let by_kind: std::collections::BTreeMap<String, u64> =
+                        requests.snapshot().into_iter().collect();
+                    Requests {
+                        total: by_kind.values().sum(),
+                        by_kind,
+                    }
                 },
                 write_stops: WriteStops {
                     kept_back_bytes: margin.load(std::sync::atomic::Ordering::Relaxed)
@@ -473,9 +479,8 @@ const DIRTY_BOUND_MAX: u64 = 64 << 20;
 /// small one, whose margin would be a large part of it, and on a large one it throttles
 /// sequential writers (fio, 1 GiB of 1 MiB writes on a 2.5 GB volume, four alternated rounds:
 /// 1029-1191 MiB/s with a 64th, 38 MiB, against 1166-1228 with 64 MiB; 128 and 256 MiB, set by
-/// hand, gained nothing more). The margin is
-/// the bound, a quarter more and 4 MiB: what a writer dirties before the kernel throttles it
-/// goes past the bound by about that (measured with `dd` until ENOSPC, then fsync: on a
+/// hand, gained nothing more). The margin is the bound, a quarter more and 4 MiB: what a
+/// writer dirties before the kernel throttles it goes past the bound by about that (measured with `dd` until ENOSPC, then fsync: on a
 /// 62 MiB volume, whose bound is 1.9 MiB, a margin of 4 MiB lost pages in 4 runs of 12 and
 /// 6 MiB in none; on a 400 MiB one, bound 12.5 MiB, 14 MiB lost none in 6). Where the kernel
 /// has no `max_bytes` (before 6.2) or refuses the change, its bound is kept (48 MiB assumed

@@ -40,11 +40,6 @@ impl RequestCounts {
             })
             .collect()
     }
-
-    /// All requests served.
-    pub fn total(&self) -> u64 {
-        self.by_op.iter().map(|c| c.load(Ordering::Relaxed)).sum()
-    }
 }
 
 /// The kernel's name for an opcode, without its `FUSE_` prefix.
