@@ -182,3 +182,62 @@ fn noio_uring_keeps_dev_fuse() {
     m.umount();
     check_image(&img, &files);
 }
+
+/// A READ the engine refuses (a block pointer beyond the device, written into the file's
+/// direct node) answers EIO for the range it covers, the same way on both transports: the
+/// reply's data goes straight into the queue's buffer over io_uring, and the error must take
+/// that path too. The file's other blocks and other files still read, and the thread that
+/// answered the error serves on.
+#[test]
+fn a_read_the_image_cannot_serve_fails_alone_on_either_transport() {
+    let dir = scratch("read-error");
+    let img = dir.join("img");
+    mkfs(&img, "64M");
+    let mnt = dir.join("mnt");
+    // 1100 blocks: past what the inode holds, so the tail lies behind a direct node.
+    let big: Vec<u8> = (0..1100 * 4096u32).map(|i| (i / 4096 + i % 251) as u8).collect();
+    let small = b"small file, unharmed\n".repeat(300);
+    let m = Mount::new(&bin(), &img, &mnt, &[]);
+    std::fs::write(mnt.join("big"), &big).unwrap();
+    std::fs::write(mnt.join("small"), &small).unwrap();
+    m.umount();
+
+    let stat = run(Command::new(bin())
+        .args(["stat", "--json"])
+        .arg(&img)
+        .arg("/big"));
+    let stat: serde_json::Value = serde_json::from_str(&stat).unwrap();
+    let ino = u32::try_from(stat["attr"]["ino"].as_u64().unwrap()).unwrap();
+    // Every copy of the file's direct node (footer: nid at 4072, ino at 4076, the nid not
+    // the inode's) now points its first slot past the end of the device.
+    let mut bytes = std::fs::read(&img).unwrap();
+    let mut damaged = 0;
+    for block in bytes.chunks_exact_mut(4096) {
+        let word = |b: &[u8], at: usize| u32::from_le_bytes(b[at..at + 4].try_into().unwrap());
+        if word(block, 4076) == ino && word(block, 4072) != ino && word(block, 0) != 0 {
+            block[0..4].copy_from_slice(&0xffff_ff00u32.to_le_bytes());
+            damaged += 1;
+        }
+    }
+    assert!(damaged > 0, "the file's direct node was not found");
+    std::fs::write(&img, &bytes).unwrap();
+
+    for opts in [&["ro"][..], &["ro", "noio_uring"][..]] {
+        let m = Mount::new(&bin(), &img, &mnt, opts);
+        let e = std::fs::read(mnt.join("big")).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(5), "{opts:?}: the damaged file: {e}");
+        // The first MiB lies in blocks the inode names, away from the damage.
+        let f = std::fs::File::open(mnt.join("big")).unwrap();
+        let mut head = vec![0u8; 1 << 20];
+        std::os::unix::fs::FileExt::read_exact_at(&f, &mut head, 0).unwrap();
+        assert!(head == big[..1 << 20], "{opts:?}: the file's first MiB");
+        for _ in 0..3 {
+            assert_eq!(std::fs::read(mnt.join("small")).unwrap(), small, "{opts:?}");
+            let e = std::fs::read(mnt.join("big")).unwrap_err();
+            assert_eq!(e.raw_os_error(), Some(5), "{opts:?}: again: {e}");
+        }
+        drop(f);
+        m.umount();
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

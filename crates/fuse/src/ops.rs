@@ -989,27 +989,20 @@ impl Filesystem for Volume {
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
-        // Each request thread keeps one buffer: a fresh zeroed MiB per READ cost an
-        // allocation and a memset of the whole request before the device read overwrote it.
-        // `Fs::read` writes every byte it reports (data, or zeros for holes).
-        thread_local! {
-            static BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
-        }
+        // The data goes straight into the buffer the kernel reads the reply from (through an
+        // io_uring queue) or into one the request thread keeps: `Fs::read` writes every byte
+        // it reports (data, or zeros for holes).
         let want = size.min(MAX_IO * 16) as usize;
         let nid = self.nid(ino);
-        BUF.with_borrow_mut(|buf| {
-            if buf.len() < want {
-                buf.resize(want, 0);
-            }
-            let buf = buf.get_mut(..want).unwrap_or(&mut []);
-            match self.fs.read(nid, offset, buf) {
-                Ok(n) => {
-                    reply.data(buf.get(..n).unwrap_or(&[]));
-                    self.accessed(ino, nid);
-                }
-                Err(e) => reply.error(errno(e)),
-            }
+        let mut read = false;
+        reply.fill(want, |buf| {
+            let n = self.fs.read(nid, offset, buf).map_err(errno)?;
+            read = true;
+            Ok(n)
         });
+        if read {
+            self.accessed(ino, nid);
+        }
     }
 
     fn write(

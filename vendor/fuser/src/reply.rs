@@ -222,6 +222,39 @@ impl ReplyData {
     pub fn error(self, err: Errno) {
         self.reply.error(err);
     }
+
+    /// uf2fs: reply with up to `len` bytes written by `fill`, which returns how many it wrote
+    /// (or an errno to reply with). Through an io_uring queue, `fill` writes into the buffer
+    /// the kernel reads the reply from, so the data is not copied again; otherwise into a
+    /// buffer this thread keeps for it. The buffer holds earlier bytes: `fill` must write
+    /// every byte it reports.
+    pub fn fill(mut self, len: usize, fill: impl FnOnce(&mut [u8]) -> Result<usize, Errno>) {
+        let fill = match &self.reply.sender {
+            Some(ReplySender::Ring(slot, _)) => match slot.fill(self.reply.unique.0, len, fill) {
+                Ok(()) => {
+                    self.reply.sender = None;
+                    return;
+                }
+                Err(fill) => fill,
+            },
+            _ => fill,
+        };
+        // Kept from reply to reply: a fresh zeroed buffer per READ cost an allocation and a
+        // memset of the whole request before the data overwrote it.
+        thread_local! {
+            static BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+        }
+        BUF.with_borrow_mut(|buf| {
+            if buf.len() < len {
+                buf.resize(len, 0);
+            }
+            let buf = &mut buf[..len];
+            match fill(buf) {
+                Ok(n) => self.data(&buf[..n.min(len)]),
+                Err(e) => self.error(e),
+            }
+        });
+    }
 }
 
 ///

@@ -213,6 +213,49 @@ impl RingReply {
         }
     }
 
+    /// uf2fs: a data reply written where the kernel reads it: `fill` gets `len` bytes of the
+    /// entry's payload buffer and returns how many of them it wrote (or an errno), and no copy
+    /// follows. Gives `fill` back when the reply cannot go there (no entry buffer is expected,
+    /// or it is smaller than `len`); the caller then fills a buffer of its own.
+    ///
+    /// The buffer holds whatever an earlier request left in it: only the bytes `fill` reports
+    /// are sent, so it must write every one of them.
+    pub(crate) fn fill<F>(&self, unique: u64, len: usize, fill: F) -> Result<(), F>
+    where
+        F: FnOnce(&mut [u8]) -> Result<usize, crate::Errno>,
+    {
+        let (lock, ready) = &*self.0;
+        let Ok(mut p) = lock.lock() else {
+            return Err(fill);
+        };
+        let t = match p.target {
+            Some(t) if len <= t.cap => t,
+            _ => return Err(fill),
+        };
+        // SAFETY: `t.body` names `t.cap >= len` bytes of the entry's payload, which nothing
+        // else touches while the serving thread waits for this reply (see `Target`); the
+        // lock is held until the reply is marked ready.
+        let body = unsafe { std::slice::from_raw_parts_mut(t.body, len) };
+        let (header, sent) = match fill(body) {
+            Ok(n) => {
+                let n = n.min(len);
+                let mut h = error_header(unique, 0);
+                h[0..4].copy_from_slice(&((OUT_HEADER_LEN + n) as u32).to_le_bytes());
+                (h, n)
+            }
+            Err(e) => (error_header(unique, -e.code()), 0),
+        };
+        // SAFETY: the header buffer holds OUT_HEADER_LEN bytes (see `Target`).
+        unsafe { std::ptr::copy_nonoverlapping(header.as_ptr(), t.header, OUT_HEADER_LEN) };
+        p.direct_len = Some(sent);
+        p.target = None;
+        p.ready = true;
+        if p.waiting {
+            ready.notify_all();
+        }
+        Ok(())
+    }
+
     fn expect(&self, target: Option<Target>) {
         if let Ok(mut p) = self.0.0.lock() {
             p.target = target;
