@@ -195,7 +195,9 @@ fn a_read_the_image_cannot_serve_fails_alone_on_either_transport() {
     mkfs(&img, "64M");
     let mnt = dir.join("mnt");
     // 1100 blocks: past what the inode holds, so the tail lies behind a direct node.
-    let big: Vec<u8> = (0..1100 * 4096u32).map(|i| (i / 4096 + i % 251) as u8).collect();
+    let big: Vec<u8> = (0..1100 * 4096u32)
+        .map(|i| (i / 4096 + i % 251) as u8)
+        .collect();
     let small = b"small file, unharmed\n".repeat(300);
     let m = Mount::new(&bin(), &img, &mnt, &[]);
     std::fs::write(mnt.join("big"), &big).unwrap();

@@ -20,6 +20,7 @@
 //!
 //! This layer knows nothing about F2FS.
 
+mod ahead;
 mod joined;
 mod recording;
 mod sparse;
@@ -263,6 +264,10 @@ pub struct FileDevice {
     blocks: u64,
     read_only: bool,
     counters: IoCounters,
+    /// Sequential streams of user data, read ahead of (see `ahead.rs`).
+    ahead: ahead::Ahead,
+    /// How far ahead (bytes; 0: not at all).
+    window: u64,
 }
 
 impl FileDevice {
@@ -303,6 +308,8 @@ impl FileDevice {
             blocks: len / BLOCK_SIZE as u64,
             read_only: !writable,
             counters: IoCounters::default(),
+            ahead: ahead::Ahead::new(path),
+            window: ahead::WINDOW,
         })
     }
 
@@ -385,7 +392,11 @@ impl BlockDevice for FileDevice {
 
     fn read_blocks(&self, blkaddr: u64, buf: &mut [u8], cause: IoCause) -> io::Result<()> {
         let n = self.check_run(blkaddr, buf.len())?;
-        self.file.read_exact_at(buf, blkaddr * BLOCK_SIZE as u64)?;
+        let at = blkaddr * BLOCK_SIZE as u64;
+        if cause == IoCause::UserData {
+            self.ahead.read(at, buf.len() as u64, self.window);
+        }
+        self.file.read_exact_at(buf, at)?;
         self.counters.record_read(cause, n);
         Ok(())
     }
