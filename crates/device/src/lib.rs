@@ -21,6 +21,7 @@
 //! This layer knows nothing about F2FS.
 
 mod ahead;
+mod holes;
 mod joined;
 mod recording;
 mod sparse;
@@ -261,6 +262,9 @@ pub struct FileDevice {
     direct_refused: std::sync::atomic::AtomicBool,
     /// Writes made with O_DIRECT.
     direct_done: AtomicU64,
+    /// The image file's holes, allocated ahead of direct writes (see `holes.rs`); None for a
+    /// block device.
+    holes: Option<holes::Holes>,
     blocks: u64,
     read_only: bool,
     counters: IoCounters,
@@ -305,6 +309,7 @@ impl FileDevice {
             direct_refused: std::sync::atomic::AtomicBool::new(false),
             direct,
             direct_done: AtomicU64::new(0),
+            holes: meta.is_file().then(|| holes::Holes::new(len)),
             blocks: len / BLOCK_SIZE as u64,
             read_only: !writable,
             counters: IoCounters::default(),
@@ -330,6 +335,9 @@ impl FileDevice {
             || self.direct_refused.load(Ordering::Relaxed)
         {
             return Ok(false);
+        }
+        if let Some(h) = &self.holes {
+            h.fill(direct, at, buf.len() as u64);
         }
         match direct.write_all_at(buf, at) {
             Ok(()) => {
