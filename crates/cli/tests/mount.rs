@@ -1198,6 +1198,7 @@ fn root_mounts_read_ahead_four_mib_and_bound_dirty_pages() {
         .and_then(|v| v.as_u64());
     assert_eq!(kept, Some((64 << 20) + (16 << 20) + (4 << 20)));
     m.umount();
+    fsck_both(&big);
     let _ = std::fs::remove_dir_all(&dir);
 }
 

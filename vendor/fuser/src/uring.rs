@@ -513,12 +513,13 @@ pub(crate) fn serve<FS: Filesystem>(
         if idle {
             idle = !set_idle(false);
         }
-        if (streaming || reading) == pinned {
+        let unpin = streaming || reading;
+        if unpin == pinned {
             // A stream's requests all come to its reader's (or flusher's) CPU, where that
             // program runs too: served there, both share one CPU while the other idles.
             // Unpinned, this thread may run wherever the scheduler finds room; the next small
             // request other than a READ pins it back (see `is_streaming`).
-            pinned = !(streaming || reading);
+            pinned = !unpin;
             set_affinity(if pinned { &pinned_set } else { &unpinned }, qid);
         }
         let commit_id = handle(se, &mut ent, &slot);
