@@ -45,17 +45,22 @@ struct Stream {
 
 pub(crate) struct Ahead {
     slots: Mutex<([Stream; SLOTS], u64)>,
-    /// The image, opened again for the advising thread.
-    path: PathBuf,
+    /// Where the advising thread opens the image again: the device's own descriptor through
+    /// /proc (the same file even if its path was renamed or replaced since), else the path.
+    reopen: [PathBuf; 2],
     /// The advising thread, started at the first advice; None if it could not be.
     advisor: OnceLock<Option<mpsc::SyncSender<(u64, u64)>>>,
 }
 
 impl Ahead {
-    pub(crate) fn new(path: &std::path::Path) -> Ahead {
+    /// For the image at `path`, open as `fd` for as long as this lives.
+    pub(crate) fn new(path: &std::path::Path, fd: i32) -> Ahead {
         Ahead {
             slots: Mutex::default(),
-            path: path.to_path_buf(),
+            reopen: [
+                PathBuf::from(format!("/proc/self/fd/{fd}")),
+                path.to_path_buf(),
+            ],
             advisor: OnceLock::new(),
         }
     }
@@ -68,8 +73,12 @@ impl Ahead {
             return;
         };
         let tx = self.advisor.get_or_init(|| {
-            // Its own open of the image (no lock taken): the page cache is the file's.
-            let file = std::fs::File::open(&self.path).ok()?;
+            // Its own open of the image (a description of its own, so no lock is shared and
+            // none outlives the device): the page cache is the file's.
+            let file = self
+                .reopen
+                .iter()
+                .find_map(|p| std::fs::File::open(p).ok())?;
             // A short queue: advice that finds it full is dropped, not kept.
             let (tx, rx) = mpsc::sync_channel::<(u64, u64)>(16);
             let spawned = std::thread::Builder::new()
@@ -132,7 +141,7 @@ mod tests {
 
     #[test]
     fn a_stream_is_confirmed_then_kept_a_window_ahead_in_steps() {
-        let a = Ahead::new(std::path::Path::new("/nonexistent"));
+        let a = Ahead::new(std::path::Path::new("/nonexistent"), -1);
         assert_eq!(
             a.after_read(0, MIB, WINDOW),
             None,
@@ -162,7 +171,7 @@ mod tests {
 
     #[test]
     fn small_and_scattered_reads_ask_for_nothing() {
-        let a = Ahead::new(std::path::Path::new("/nonexistent"));
+        let a = Ahead::new(std::path::Path::new("/nonexistent"), -1);
         for i in 0..64u64 {
             assert_eq!(a.after_read(i * 4096, 4096, WINDOW), None);
         }

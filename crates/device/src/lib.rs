@@ -303,6 +303,7 @@ impl FileDevice {
         } else {
             file.seek(SeekFrom::End(0))?
         };
+        let ahead = ahead::Ahead::new(path, std::os::fd::AsRawFd::as_raw_fd(&file));
         Ok(FileDevice {
             file,
             direct_on: std::sync::atomic::AtomicBool::new(false),
@@ -313,7 +314,7 @@ impl FileDevice {
             blocks: len / BLOCK_SIZE as u64,
             read_only: !writable,
             counters: IoCounters::default(),
-            ahead: ahead::Ahead::new(path),
+            ahead,
             window: ahead::WINDOW,
         })
     }
