@@ -503,6 +503,11 @@ fn large_writes_go_past_the_host_page_cache_and_read_back() {
         let img = dir.join("img");
         let _ = std::fs::remove_file(&img);
         mkfs(&img, "256M");
+        let allocated = || {
+            use std::os::unix::fs::MetadataExt;
+            std::fs::metadata(&img).unwrap().blocks() * 512
+        };
+        let before = allocated();
         let mnt = dir.join("m");
         let m = Mount::new(&bin(), &img, &mnt, opts);
         let mut f = std::fs::File::create(mnt.join("big")).unwrap();
@@ -511,6 +516,13 @@ fn large_writes_go_past_the_host_page_cache_and_read_back() {
         }
         f.sync_all().unwrap();
         drop(f);
+        // Direct writes allocate the image's holes ahead of them, a piece at a time: the
+        // sparse image grows by what was written and a little more, never wholesale.
+        let grown = allocated() - before;
+        assert!(
+            (24 << 20..96 << 20).contains(&grown),
+            "{opts:?}: the image grew by {grown} bytes for 24 MiB written"
+        );
         let st = status(&mnt);
         let runs = st.pointer("/io/direct_write_runs").and_then(|v| v.as_u64());
         assert_eq!(
