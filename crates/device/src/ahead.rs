@@ -13,12 +13,12 @@ use std::path::PathBuf;
 use std::sync::{mpsc, Mutex, OnceLock};
 
 /// Reads smaller than this are not followed: random 4 KiB reads must not pull in a window.
-pub(crate) const MIN_READ: u64 = 256 << 10;
+const MIN_READ: u64 = 256 << 10;
 /// How far ahead of a stream's furthest read the host is asked to read. On this project's
 /// virtual disk a plain file read by one reader keeps about 10 MiB in flight; the window
 /// keeps as much queued behind four threads' reads (docs/design.md, "Reading the image
 /// ahead of a stream": 8, 16, 32 and 64 MiB measured).
-pub(crate) const WINDOW: u64 = 32 << 20;
+const WINDOW: u64 = 32 << 20;
 /// The window is topped up each time a stream has read this much of it, in pieces small
 /// enough that the device sees a steady queue rather than bursts.
 const STEP: u64 = 2 << 20;
@@ -68,8 +68,8 @@ impl Ahead {
     /// Follows a read of `len` bytes at `at` and, when it continues a stream, has the host
     /// read the window after it. The advice is given by a thread of its own, so that the
     /// read's reply does not wait for the host to queue the window's I/O.
-    pub(crate) fn read(&self, at: u64, len: u64, window: u64) {
-        let Some(range) = self.after_read(at, len, window) else {
+    pub(crate) fn read(&self, at: u64, len: u64) {
+        let Some(range) = self.after_read(at, len, WINDOW) else {
             return;
         };
         let tx = self.advisor.get_or_init(|| {

@@ -270,8 +270,6 @@ pub struct FileDevice {
     counters: IoCounters,
     /// Sequential streams of user data, read ahead of (see `ahead.rs`).
     ahead: ahead::Ahead,
-    /// How far ahead (bytes; 0: not at all).
-    window: u64,
 }
 
 impl FileDevice {
@@ -315,7 +313,6 @@ impl FileDevice {
             read_only: !writable,
             counters: IoCounters::default(),
             ahead,
-            window: ahead::WINDOW,
         })
     }
 
@@ -403,7 +400,7 @@ impl BlockDevice for FileDevice {
         let n = self.check_run(blkaddr, buf.len())?;
         let at = blkaddr * BLOCK_SIZE as u64;
         if cause == IoCause::UserData {
-            self.ahead.read(at, buf.len() as u64, self.window);
+            self.ahead.read(at, buf.len() as u64);
         }
         self.file.read_exact_at(buf, at)?;
         self.counters.record_read(cause, n);
