@@ -98,7 +98,7 @@ impl Ahead {
     }
 
     /// A read of `len` bytes at `at` was made: the range to ask the host for, if any.
-    pub(crate) fn after_read(&self, at: u64, len: u64, window: u64) -> Option<(u64, u64)> {
+    fn after_read(&self, at: u64, len: u64, window: u64) -> Option<(u64, u64)> {
         if len < MIN_READ || window == 0 {
             return None;
         }

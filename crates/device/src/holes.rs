@@ -5,10 +5,10 @@
 //! other direct write to the file first (ext4 and XFS both do): the daemon's request threads
 //! then write one at a time, and the device sees about one write in flight. A direct write
 //! into allocated blocks (written, or preallocated and still unwritten) takes the lock shared,
-//! so the threads' writes overlap. Before a direct write, each 2 MiB piece of the file it
-//! touches is therefore allocated with `fallocate`, once: F2FS fills its logs a segment at a
-//! time, so a piece allocated for one write is written by the next ones, and the image grows
-//! only where the volume writes, as it would anyway.
+//! so the threads' writes overlap. Before a direct write, each piece of the file it touches
+//! ([`PIECE`]) is therefore allocated with `fallocate`, once: F2FS fills its logs a segment at
+//! a time, so a piece allocated for one write is written by the next ones, and the image grows
+//! only where the volume writes, at most a piece ahead of each log.
 
 use std::fs::File;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

@@ -263,7 +263,7 @@ pub struct FileDevice {
     /// Writes made with O_DIRECT.
     direct_done: AtomicU64,
     /// The image file's holes, allocated ahead of direct writes (see `holes.rs`); None for a
-    /// block device.
+    /// block device and where there are no direct writes (read-only, or the host refused).
     holes: Option<holes::Holes>,
     blocks: u64,
     read_only: bool,
@@ -302,13 +302,14 @@ impl FileDevice {
             file.seek(SeekFrom::End(0))?
         };
         let ahead = ahead::Ahead::new(path, std::os::fd::AsRawFd::as_raw_fd(&file));
+        let holes = (meta.is_file() && direct.is_some()).then(|| holes::Holes::new(len));
         Ok(FileDevice {
             file,
             direct_on: std::sync::atomic::AtomicBool::new(false),
             direct_refused: std::sync::atomic::AtomicBool::new(false),
             direct,
             direct_done: AtomicU64::new(0),
-            holes: meta.is_file().then(|| holes::Holes::new(len)),
+            holes,
             blocks: len / BLOCK_SIZE as u64,
             read_only: !writable,
             counters: IoCounters::default(),

@@ -480,11 +480,11 @@ const DIRTY_BOUND_MAX: u64 = 64 << 20;
 /// sequential writers (fio, 1 GiB of 1 MiB writes on a 2.5 GB volume, four alternated rounds:
 /// 1029-1191 MiB/s with a 64th, 38 MiB, against 1166-1228 with 64 MiB; 128 and 256 MiB, set by
 /// hand, gained nothing more). The margin is the bound, a quarter more and 4 MiB: what a
-/// writer dirties before the kernel throttles it goes past the bound by about that (measured with `dd` until ENOSPC, then fsync: on a
-/// 62 MiB volume, whose bound is 1.9 MiB, a margin of 4 MiB lost pages in 4 runs of 12 and
-/// 6 MiB in none; on a 400 MiB one, bound 12.5 MiB, 14 MiB lost none in 6). Where the kernel
-/// has no `max_bytes` (before 6.2) or refuses the change, its bound is kept (48 MiB assumed
-/// when it cannot be read).
+/// writer dirties before the kernel throttles it goes past the bound by about that (measured
+/// with `dd` until ENOSPC, then fsync: on a 62 MiB volume, whose bound is 1.9 MiB, a margin of
+/// 4 MiB lost pages in 4 runs of 12 and 6 MiB in none; on a 400 MiB one, bound 12.5 MiB,
+/// 14 MiB lost none in 6). Where the kernel has no `max_bytes` (before 6.2) or refuses the
+/// change, its bound is kept (48 MiB assumed when it cannot be read).
 fn bound_dirty_pages(mountpoint: &std::path::Path, user_bytes: u64) -> u64 {
     const ASSUMED: u64 = 48 << 20;
     let knob = mount_device(mountpoint).map(|dev| format!("/sys/class/bdi/{dev}/max_bytes"));

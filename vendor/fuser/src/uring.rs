@@ -160,6 +160,18 @@ struct Target {
     cap: usize,
 }
 
+impl Pending {
+    /// The reply is in place: nothing more is written through `target`, and the serving
+    /// thread, if it waits in `take`, is woken.
+    fn mark_ready(&mut self, ready: &Condvar) {
+        self.target = None;
+        self.ready = true;
+        if self.waiting {
+            ready.notify_all();
+        }
+    }
+}
+
 // SAFETY: the pointers are only written through while the serving thread waits in `take` for
 // the reply, and it clears them before it touches the buffers again; the `Mutex` orders the
 // writes before that.
@@ -205,11 +217,7 @@ impl RingReply {
                     p.direct_len = None;
                 }
             }
-            p.target = None;
-            p.ready = true;
-            if p.waiting {
-                ready.notify_all();
-            }
+            p.mark_ready(ready);
         }
     }
 
@@ -225,16 +233,24 @@ impl RingReply {
         F: FnOnce(&mut [u8]) -> Result<usize, crate::Errno>,
     {
         let (lock, ready) = &*self.0;
-        let Ok(mut p) = lock.lock() else {
-            return Err(fill);
+        // The target is taken out under the lock and `fill` runs without it: a handler that
+        // panics in `fill` must not poison the lock, or every later request on this thread
+        // would fail; its dropped reply then answers EIO through `put`, as for any handler.
+        let t = {
+            let Ok(mut p) = lock.lock() else {
+                return Err(fill);
+            };
+            match p.target {
+                Some(t) if len <= t.cap => {
+                    p.target = None;
+                    t
+                }
+                _ => return Err(fill),
+            }
         };
-        let t = match p.target {
-            Some(t) if len <= t.cap => t,
-            _ => return Err(fill),
-        };
-        // SAFETY: `t.body` names `t.cap >= len` bytes of the entry's payload, which nothing
-        // else touches while the serving thread waits for this reply (see `Target`); the
-        // lock is held until the reply is marked ready.
+        // SAFETY: `t.body` names `t.cap >= len` bytes of the entry's payload. Nothing else
+        // writes through it (it was taken out of `Pending`), and the serving thread reads the
+        // buffers only once the reply is marked ready, under the lock, after these writes.
         let body = unsafe { std::slice::from_raw_parts_mut(t.body, len) };
         let (header, sent) = match fill(body) {
             Ok(n) => {
@@ -247,11 +263,9 @@ impl RingReply {
         };
         // SAFETY: the header buffer holds OUT_HEADER_LEN bytes (see `Target`).
         unsafe { std::ptr::copy_nonoverlapping(header.as_ptr(), t.header, OUT_HEADER_LEN) };
-        p.direct_len = Some(sent);
-        p.target = None;
-        p.ready = true;
-        if p.waiting {
-            ready.notify_all();
+        if let Ok(mut p) = lock.lock() {
+            p.direct_len = Some(sent);
+            p.mark_ready(ready);
         }
         Ok(())
     }
