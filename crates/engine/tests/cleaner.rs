@@ -186,11 +186,17 @@ fn adaptive_rewrites_fill_holes_instead_of_moving_data() {
     );
 }
 
-/// The same in sections of four segments, where holes are taken a segment at a time.
+/// The same in sections of four segments, where holes are taken a segment at a time: the
+/// holes take a large share of the rewrites, and the cleaner moves a fraction of what `mode=lfs`
+/// moves (about one block per rewrite). How large a share depends on how long free sections
+/// stay short, which the space checks' reserve decides: 49% of the rewrites at stop 33, 59%
+/// before the reserve shrank (prefree credit, the checkpoint's room counted from the logs'),
+/// when the cleaner moved 7 020 blocks instead of 5 046.
 #[test]
 fn adaptive_rewrites_in_multi_segment_sections() {
     let (gc, writes) = rewrite_in_mode("gc-adaptive-sec", adaptive, 320, None, 4, 90, 2, 0, false);
-    assert!(gc.ssr_blocks > writes / 2, "{gc:?}");
+    assert!(gc.ssr_blocks > writes * 2 / 5, "{gc:?}");
+    assert!(gc.data_blocks_moved < writes / 6, "{gc:?}");
 }
 
 #[test]

@@ -73,17 +73,41 @@ fn cp_room(bps: u64) -> u64 {
     3 * bps
 }
 
-/// Free blocks the next checkpoint may take (`ckpt` below): each node log's dirty nodes in
-/// whole sections (a log that fills its section takes a new one whole), plus one section for
-/// the nodes a change or a cleaning pass adds to a log that had none; never more than the
-/// dirty nodes plus a section per node log (`cp_room`), the bound before the logs were
-/// counted apart. On a job that rewrites one file, only the warm node log has dirty nodes:
-/// two sections instead of the dirty nodes plus three.
-fn ckpt_need(v: &crate::vol::Vol, bps: u64) -> u64 {
-    let exact = v.nodes.dirty_by_log().iter().fold(bps, |sum, &n| {
-        sum.saturating_add((n as u64).div_ceil(bps).saturating_mul(bps))
-    });
+/// Free blocks the next checkpoint may take (`ckpt` below): what each node log's dirty nodes
+/// need beyond the room left in its current segment, in whole sections (a log that fills its
+/// section takes a new one whole). Each log's count carries `NODE_SLACK` more, for the nodes a
+/// change or a cleaning pass adds between two checks (a change counts its own nodes among its
+/// blocks as well). Never more than the dirty nodes plus a section per node log (`cp_room`),
+/// the bound before the logs were counted apart. On a job that rewrites one file, only the
+/// warm node log has dirty nodes: one section, or none while its segment has room for them,
+/// instead of the dirty nodes plus three.
+fn ckpt_need(v: &crate::vol::Vol, ws: &WriteState, bps: u64) -> u64 {
+    let logs = [Log::HotNode, Log::WarmNode, Log::ColdNode];
+    let exact = v
+        .nodes
+        .dirty_by_log()
+        .iter()
+        .zip(logs)
+        .fold(0u64, |sum, (&n, log)| {
+            let beyond = (n as u64 + NODE_SLACK).saturating_sub(ws.segs.log_room(log));
+            sum.saturating_add(beyond.div_ceil(bps).saturating_mul(bps))
+        });
     exact.min((v.nodes.dirty_count() as u64).saturating_add(cp_room(bps)))
+}
+
+/// Nodes a log may gain between two space checks beyond what the changes count
+/// (`ckpt_need`). Until stop 33 it was a whole section for every volume; measured on seed
+/// 000's 2 GiB jobs, the section held back cost 0.5% of the device writes.
+const NODE_SLACK: u64 = 32;
+
+/// What prefree space stands in for in a change's reserve: the half batch kept so that the
+/// cleaner can clean several sections before the checkpoint that frees them
+/// (`change_reserve`). Once sections cleaned earlier wait for that checkpoint, it frees them
+/// by itself, and the reserve is whole again after it. Counted in whole sections
+/// (`Space::freeable_blocks`), never more than the half batch.
+fn prefree_credit(ws: &WriteState, bps: u64) -> u64 {
+    let half = bps * (batch(ws.segs.section_count()) / 2);
+    ws.segs.freeable_blocks().min(half)
 }
 
 /// What cleaning may spend, given `writable` free blocks and what the next checkpoint takes
@@ -132,13 +156,17 @@ pub(crate) enum Room {
 /// node the last checkpoint wrote, at least `PACE_SECTIONS` sections. Measured on seed 003's
 /// job before the checkpoint's room was counted per node log (docs/design.md, "Paced
 /// writers"): 512 MiB (about 90 nodes a checkpoint) wants 5 sections (WAF 2.249; 10 gave
-/// 2.374), 2 GiB (about 440) wants 10 (5.148; 5 gave 5.803).
+/// 2.374), 2 GiB (about 440) wants 10 (5.148; 5 gave 5.803). Since the floor sinks by the
+/// prefree credit once a step's cleaning has begun (`prefree_credit`, stop 33), a step goes
+/// three sections deeper on 2 GiB: nine blocks per node then cleans about as many sections
+/// per checkpoint as twelve did, with less held free (docs/design.md, "Prefree space in the
+/// reserve").
 fn pace_band(bps: u64, last_nodes: u64) -> u64 {
     (PACE_SECTIONS * bps).max(last_nodes * PACE_BLOCKS_PER_NODE)
 }
 
 const PACE_SECTIONS: u64 = 5;
-const PACE_BLOCKS_PER_NODE: u64 = 12;
+const PACE_BLOCKS_PER_NODE: u64 = 9;
 
 impl Fs {
     /// Makes room for a change of `blocks` new blocks, under the write lock: free segments
@@ -179,8 +207,9 @@ impl Fs {
         let rest = reserve.saturating_sub(cp_room(bps));
         let r = loop {
             let dirty = v.nodes.dirty_count() as u64;
-            let ckpt = ckpt_need(v, bps);
+            let ckpt = ckpt_need(v, ws, bps);
             let writable = ws.segs.writable_blocks();
+            let rest = rest.saturating_sub(prefree_credit(ws, bps));
             // In `mode=adaptive` with free sections short, data fills holes: what the holes
             // take now (or once the next checkpoint frees the held ones) needs no free segment.
             let slack = ws.segs.slack_room(writable);
@@ -295,8 +324,12 @@ impl Fs {
         let bps = u64::from(ws.segs.blocks_per_section());
         let prefree_blocks =
             |ws: &WriteState| ws.segs.prefree_segments() * u64::from(BLOCKS_PER_SEG);
-        let rest = reserve.saturating_sub(cp_room(bps));
-        let need = || blocks + ckpt_need(v, bps) + rest;
+        let rest = |ws: &WriteState| {
+            reserve
+                .saturating_sub(cp_room(bps))
+                .saturating_sub(prefree_credit(ws, bps))
+        };
+        let need = |ws: &WriteState| blocks + ckpt_need(v, ws, bps) + rest(ws);
         let writable = ws.segs.writable_blocks();
         // Adaptive mode short of free sections fills holes instead: the waiting path knows how.
         if ws.segs.slack_room(writable).is_some() {
@@ -306,14 +339,14 @@ impl Fs {
         // checkpoint is written may take it, and what is left still lets the waiting path
         // clean a section whose moves dirty as many nodes again (right after a checkpoint
         // every node is clean) before the next checkpoint.
-        let floor = || need().saturating_sub(bps);
+        let floor = |ws: &WriteState| need(ws).saturating_sub(bps);
         let band = pace_band(bps, ws.cp.last_nodes);
-        let start = || floor() + band;
-        if writable >= start() {
+        let start = |ws: &WriteState| floor(ws) + band;
+        if writable >= start(ws) {
             return Ok(Some(Room::Ready));
         }
         if let Some(p) = &ws.cp.pending {
-            return Ok(Some(if writable >= floor() {
+            return Ok(Some(if writable >= floor(ws) {
                 Room::Ready
             } else {
                 Room::Await(p.io.clone())
@@ -322,10 +355,10 @@ impl Fs {
         v.pacer.stepped();
         let batch = u64::from(v.options.gc_batch) * bps;
         let enough =
-            |ws: &WriteState| ws.segs.writable_blocks() + prefree_blocks(ws) >= start() + batch;
+            |ws: &WriteState| ws.segs.writable_blocks() + prefree_blocks(ws) >= start(ws) + batch;
         // Copies and the nodes they dirty stay above the floor, with a section to spare
         // for the writes made while the checkpoint is written.
-        let budget = |ws: &WriteState| ws.segs.writable_blocks().saturating_sub(floor() + bps);
+        let budget = |ws: &WriteState| ws.segs.writable_blocks().saturating_sub(floor(ws) + bps);
         let mut cleaned = None;
         let tried = !contended && !enough(ws) && budget(ws) > 0;
         if tried {
@@ -339,7 +372,7 @@ impl Fs {
         }
         let freeable = prefree_blocks(ws) > 0 || ws.gc.nodes_moving;
         let writable = ws.segs.writable_blocks();
-        if writable >= floor() {
+        if writable >= floor(ws) {
             // Not after a step skipped for the lock: the checkpoint waits for a batch.
             let nothing_to_clean = tried && cleaned.is_none();
             if freeable && (nothing_to_clean || enough(ws) || budget(ws) < bps) {
@@ -349,7 +382,7 @@ impl Fs {
         }
         // Below the floor, the background thread behind: write the checkpoint here, without
         // the lock, rather than clean more under it.
-        if freeable && ckpt_need(v, bps) <= writable {
+        if freeable && ckpt_need(v, ws, bps) <= writable {
             return self
                 .prepare_space_checkpoint(ws)
                 .map(|w| Some(Room::Checkpoint(Box::new(w))));
@@ -741,8 +774,9 @@ impl Fs {
         let bps = u64::from(ws.segs.blocks_per_section());
         let sections = ws.segs.section_count();
         // The change reserve with its checkpoint part counted per node log (`ckpt_need`).
-        let ckpt = ckpt_need(v, bps);
-        let reserve = change_reserve(bps, sections, v.options.data_temp) - cp_room(bps) + ckpt;
+        let ckpt = ckpt_need(v, &ws, bps);
+        let reserve = change_reserve(bps, sections, v.options.data_temp) - cp_room(bps) + ckpt
+            - prefree_credit(&ws, bps);
         let high = reserve + bps * batch(sections);
         let writable = ws.segs.writable_blocks();
         let prefree = ws.segs.prefree_segments() * u64::from(BLOCKS_PER_SEG);
@@ -801,7 +835,7 @@ impl Fs {
         if ws.failed.is_some()
             || ws.cp.pending.is_some()
             || !freeable
-            || ckpt_need(self.vol(), bps) > ws.segs.writable_blocks()
+            || ckpt_need(self.vol(), &ws, bps) > ws.segs.writable_blocks()
         {
             return Ok(false);
         }
@@ -834,7 +868,7 @@ impl Fs {
         while done < sections {
             let mut ws = self.ws_settled()?;
             let bps = u64::from(ws.segs.blocks_per_section());
-            let budget = clean_budget(ws.segs.writable_blocks(), ckpt_need(v, bps), bps);
+            let budget = clean_budget(ws.segs.writable_blocks(), ckpt_need(v, &ws, bps), bps);
             let r = self.clean_one(&mut ws, Caller::Request, budget);
             match r {
                 Ok(Some(_)) => done += 1,
@@ -889,7 +923,8 @@ fn batch(sections: u32) -> u64 {
 /// batch of cleaning (near full, a checkpoint after a single cleaned section writes more
 /// nodes than the section frees: the cleaner must be able to clean several first). With
 /// `data_temp=age` a change's data may go to two logs (hot and warm), each of which may need
-/// a new section: one more.
+/// a new section: one more. The space checks let prefree sections stand in for the half batch
+/// (`prefree_credit`).
 fn change_reserve(bps: u64, sections: u32, temp: crate::space::DataTemp) -> u64 {
     let logs = match temp {
         crate::space::DataTemp::Age => 3,

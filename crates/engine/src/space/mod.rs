@@ -883,6 +883,34 @@ impl Space {
         self.prefree.len() as u64
     }
 
+    /// Blocks of the whole sections the next checkpoint turns free: every segment of each
+    /// prefree (or already free), at least one prefree. With one segment per section, those
+    /// of every prefree segment; a prefree segment beside one still in use frees no section.
+    pub fn freeable_blocks(&self) -> u64 {
+        let sps = self.layout.segs_per_sec.max(1);
+        let per_section = u64::from(sps) * u64::from(BLOCKS_PER_SEG);
+        if sps == 1 {
+            return self.prefree.len() as u64 * per_section;
+        }
+        let mut sections = 0u64;
+        let mut last = None;
+        // The set is ordered: a section's prefree segments come together.
+        for &segno in &self.prefree {
+            let sec = segno / sps;
+            if last == Some(sec) {
+                continue;
+            }
+            last = Some(sec);
+            if self
+                .section_segments(sec)
+                .all(|s| self.prefree.contains(&s) || self.is_free(s))
+            {
+                sections += 1;
+            }
+        }
+        sections * per_section
+    }
+
     /// The log a main segment's blocks were written by (its SIT type).
     pub fn seg_log(&self, segno: u32) -> Option<Log> {
         Some(match self.entries.get(segno as usize)?.seg_type {
