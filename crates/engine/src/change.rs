@@ -33,7 +33,22 @@ impl Fs {
         source: &[u8],
         f: impl FnOnce(&mut WriteState) -> Result<T>,
     ) -> Result<T> {
-        let mut ws = self.room_for(blocks)?;
+        self.changing_counted(blocks, &|| Ok(blocks), source, f)
+    }
+
+    /// [`Fs::changing_from`] for a change that may add fewer valid blocks than it writes: a
+    /// rewrite of blocks a file has takes new blocks on the device (`blocks`, for the space
+    /// checks) but frees as many, so only `fresh` (asked under the lock, before the change)
+    /// counts against the user's space. A volume filled to ENOSPC still takes rewrites of
+    /// what it holds, as Linux's F2FS does.
+    pub(crate) fn changing_counted<T>(
+        &self,
+        blocks: u64,
+        fresh: &dyn Fn() -> Result<u64>,
+        source: &[u8],
+        f: impl FnOnce(&mut WriteState) -> Result<T>,
+    ) -> Result<T> {
+        let mut ws = self.room_for(blocks, fresh)?;
         self.vol()
             .change_seq
             .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
@@ -78,7 +93,11 @@ impl Fs {
     /// The write lock, with room for a change of `blocks` new blocks (`Fs::make_room`, paced:
     /// a change does at most one bounded cleaning step, and waits for a checkpoint being
     /// written only below the floor, without the lock).
-    fn room_for(&self, blocks: u64) -> Result<std::sync::MutexGuard<'_, WriteState>> {
+    fn room_for(
+        &self,
+        blocks: u64,
+        fresh: &dyn Fn() -> Result<u64>,
+    ) -> Result<std::sync::MutexGuard<'_, WriteState>> {
         let asked = std::time::Instant::now();
         let mut ws = self.ws()?;
         // Behind someone else's work (a cleaning step, a checkpoint being prepared): this
@@ -86,7 +105,9 @@ impl Fs {
         let contended = asked.elapsed() >= std::time::Duration::from_millis(1);
         loop {
             let user = ws.cp.head.user_block_count.get();
-            if ws.counts.valid_blocks + blocks > user {
+            // `fresh` is at most `blocks`: asked only near full.
+            let valid = ws.counts.valid_blocks;
+            if valid + blocks > user && valid + fresh()? > user {
                 return Err(Error::NoSpace);
             }
             match self.make_room(&mut ws, blocks, Pace::Step { contended })? {

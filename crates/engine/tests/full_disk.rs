@@ -256,3 +256,52 @@ fn enospc_is_clean_for_compressed_files() {
     eprintln!("{} files, {refused} of 400 rewrites refused", model.len());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A volume whose user space is full to its last blocks (appended to until ENOSPC) still
+/// takes rewrites of the blocks it holds, each made durable: a rewrite takes new blocks on
+/// the device but frees as many, so it needs none of the user's space (Linux's F2FS counts
+/// only new blocks against it). Every block reads back as last written, before and after a
+/// remount, and fsck.f2fs is clean.
+#[test]
+fn rewrites_need_no_user_space_on_a_volume_full_to_its_last_blocks() {
+    const BS: usize = 4096;
+    let dir = scratch("full-rewrite");
+    let img = common::fresh_image(&dir, 128, 0);
+    let fs = Fs::open_rw(&img).unwrap();
+    let ino = file(&fs, "f").unwrap();
+    let mut model: Vec<Vec<u8>> = Vec::new();
+    let err = loop {
+        let data = content(model.len(), BS);
+        match fs.write(ino, (model.len() * BS) as u64, &data) {
+            Ok(_) => model.push(data),
+            Err(e) => break e,
+        }
+        assert!(model.len() < 1 << 16, "a 128 MiB image cannot hold 256 MiB");
+    };
+    assert_eq!(err.errno(), 28, "{err}");
+    // What an append asks for (its block and as many for nodes, and 8) no longer fits.
+    let free = fs.statfs().blocks_free;
+    assert!(free < 10, "appends stopped with {free} blocks free");
+    let mut rng = Rng::new(77);
+    for n in 0..2000 {
+        let blk = rng.below(model.len() as u64) as usize;
+        let data = rng.bytes(BS);
+        fs.write(ino, (blk * BS) as u64, &data)
+            .and_then(|_| fs.fsync(ino, false))
+            .unwrap_or_else(|e| panic!("rewrite {n} of block {blk} with {free} blocks free: {e}"));
+        model[blk] = data;
+    }
+    let check = |fs: &Fs| {
+        let mut buf = vec![0u8; BS];
+        for (blk, want) in model.iter().enumerate() {
+            fs.read(ino, (blk * BS) as u64, &mut buf).unwrap();
+            assert!(&buf == want, "block {blk}");
+        }
+    };
+    check(&fs);
+    fs.unmount().unwrap();
+    assert_fsck_clean(&img);
+    let fs = Fs::open(&img).unwrap();
+    check(&fs);
+    let _ = std::fs::remove_dir_all(&dir);
+}

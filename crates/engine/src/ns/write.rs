@@ -1170,7 +1170,27 @@ impl Fs {
                 need = need.max(clusters * c.cluster_blocks() * 2 + 8);
             }
         }
-        self.changing_from(need, data, |ws| {
+        // What counts against the user's space: nothing when every block written is one the
+        // file has (a rewrite frees as many as it takes), else the whole estimate.
+        let fresh = || -> Result<u64> {
+            let Ok(i) = self.inode(ino) else {
+                return Ok(need);
+            };
+            if data.is_empty() || i.compression.is_some() || i.has_inline_data() {
+                return Ok(need);
+            }
+            let first = offset / BLOCK_SIZE as u64;
+            let end = offset
+                .saturating_add(data.len() as u64)
+                .div_ceil(BLOCK_SIZE as u64);
+            let mut mapped = 0u64;
+            self.vol().for_each_slot(&i, first, end, &mut |_, _| {
+                mapped += 1;
+                Ok(())
+            })?;
+            Ok(if mapped == end - first { 0 } else { need })
+        };
+        self.changing_counted(need, &fresh, data, |ws| {
             self.live(ino)?;
             let mut e = self.edit(ino)?;
             match e.inode.file_type {
