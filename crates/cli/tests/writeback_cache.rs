@@ -360,6 +360,60 @@ fn a_writer_that_fills_the_volume_is_stopped_by_write() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A writer of small files that fills the volume (`cp -r`, `tar -x`, seed 001's fill) closes
+/// each file before the margin could stop it at write(2): it is stopped at create instead,
+/// once free space is inside the margin, and every file it made reads back whole after a
+/// remount. Before, it went on creating files into the margin; the pages of the last ones
+/// found no room at writeback and those files came back empty, so a later rewrite of them on
+/// the full volume failed with ENOSPC.
+#[test]
+fn a_writer_of_small_files_is_stopped_at_create_with_every_file_whole() {
+    let dir = scratch("wb-small");
+    let img = dir.join("img");
+    mkfs(&img, "64M");
+    let mnt = dir.join("mnt");
+    let m = Mount::new(&bin(), &img, &mnt, &[]);
+    let d = mnt.join("d");
+    std::fs::create_dir(&d).unwrap();
+    let body = |i: u32| vec![(i % 251) as u8 + 1; 32 << 10];
+    let mut made = 0u32;
+    let err = loop {
+        let p = d.join(format!("f{made}"));
+        let mut h = match std::fs::File::create(&p) {
+            Ok(h) => h,
+            Err(e) => break e,
+        };
+        h.write_all(&body(made)).unwrap();
+        drop(h);
+        made += 1;
+        assert!(
+            made < 8192,
+            "made {made} files of 32 KiB in a 64 MiB volume"
+        );
+    };
+    assert_eq!(err.raw_os_error(), Some(libc_enospc()), "{err}");
+    // 16 MiB of user space, 5.2 MiB of it kept back: about 300 files of 32 KiB and an inode.
+    assert!(made > 250, "stopped after only {made} files");
+    // A file the volume holds can still be rewritten.
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(d.join("f0"))
+        .and_then(|mut h| {
+            h.write_all(&body(0))?;
+            h.sync_all()
+        })
+        .expect("rewriting a file of the full volume");
+    m.umount();
+    let m = Mount::new(&bin(), &img, &mnt, &[]);
+    for i in 0..made {
+        let back = std::fs::read(d.join(format!("f{i}"))).unwrap();
+        assert!(back == body(i), "f{i} read back {} bytes", back.len());
+    }
+    m.umount();
+    assert_fsck_clean(&img);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 fn libc_enospc() -> i32 {
     28
 }

@@ -136,6 +136,19 @@ impl Volume {
         }
     }
 
+    /// ENOSPC for a new inode while free space is inside the margin kept back for the
+    /// kernel's dirty pages (what statfs shows as available is nothing then). A writer of
+    /// small files closes each before the margin can stop it at write(2) (`mark_writer`):
+    /// refused at create, it stops with everything it wrote stored, instead of filling the
+    /// margin with files whose pages then find no room at writeback and come back empty.
+    fn room_for_new_inode(&self) -> Result<(), Errno> {
+        let margin = self.kept_back();
+        if margin > 0 && self.fs.statfs().blocks_avail < margin {
+            return Err(Errno::ENOSPC);
+        }
+        Ok(())
+    }
+
     /// A write from the page cache failed with `e` (the kernel has already dropped its
     /// pages and reports the error at fsync or close), or was stored into the margin kept
     /// back (`cache_margin`): either way write(2) would go on filling the cache. Kept for the
@@ -347,6 +360,7 @@ impl Volume {
         umask: u32,
         rdev: u32,
     ) -> Result<u32, Errno> {
+        self.room_for_new_inode()?;
         let parent = self.nid(parent);
         let (a, acls) = self.new_inode(req, parent, mode, umask, rdev)?;
         // The inherited ACLs are made with the inode, in the same change.
@@ -865,6 +879,9 @@ impl Filesystem for Volume {
         let target = target.as_os_str().as_bytes();
         if target.is_empty() {
             return reply.error(Errno::ENOENT);
+        }
+        if let Err(e) = self.room_for_new_inode() {
+            return reply.error(e);
         }
         if target.len() >= 4096 {
             return reply.error(Errno::ENAMETOOLONG);
