@@ -159,8 +159,7 @@ pub(crate) enum Room {
 /// 2.374), 2 GiB (about 440) wants 10 (5.148; 5 gave 5.803). Since the floor sinks by the
 /// prefree credit once a step's cleaning has begun (`prefree_credit`, stop 33), a step goes
 /// three sections deeper on 2 GiB: nine blocks per node then cleans about as many sections
-/// per checkpoint as twelve did, with less held free (docs/design.md, "Prefree space in the
-/// reserve").
+/// per checkpoint as twelve did, with less held free (docs/design.md, "Less held free").
 fn pace_band(bps: u64, last_nodes: u64) -> u64 {
     (PACE_SECTIONS * bps).max(last_nodes * PACE_BLOCKS_PER_NODE)
 }
@@ -327,12 +326,9 @@ impl Fs {
         let bps = u64::from(ws.segs.blocks_per_section());
         let prefree_blocks =
             |ws: &WriteState| ws.segs.prefree_segments() * u64::from(BLOCKS_PER_SEG);
-        let rest = |ws: &WriteState| {
-            reserve
-                .saturating_sub(cp_room(bps))
-                .saturating_sub(prefree_credit(ws, bps))
-        };
-        let need = |ws: &WriteState| blocks + ckpt_need(v, ws, bps) + rest(ws);
+        // The change's need with the whole reserve; the floor takes the prefree credit off it.
+        let full_need =
+            |ws: &WriteState| blocks + ckpt_need(v, ws, bps) + reserve.saturating_sub(cp_room(bps));
         let writable = ws.segs.writable_blocks();
         // Adaptive mode short of free sections fills holes instead: the waiting path knows how.
         if ws.segs.slack_room(writable).is_some() {
@@ -342,7 +338,11 @@ impl Fs {
         // checkpoint is written may take it, and what is left still lets the waiting path
         // clean a section whose moves dirty as many nodes again (right after a checkpoint
         // every node is clean) before the next checkpoint.
-        let floor = |ws: &WriteState| need(ws).saturating_sub(bps);
+        let floor = |ws: &WriteState| {
+            full_need(ws)
+                .saturating_sub(prefree_credit(ws, bps))
+                .saturating_sub(bps)
+        };
         // The band starts above the floor as it is with nothing prefree: the credit lets a
         // step's cleaning go deeper, not begin later, and a batch (`enough`) counts from the
         // same top. Measured from the credited floor, the top sank with every section
@@ -350,11 +350,7 @@ impl Fs {
         // few sections: seed 000 (a) wrote 7.83 blocks per user block against 7.50 before the
         // credit, and 7.19 with the top kept (docs/design.md, "Less held free").
         let band = pace_band(bps, ws.cp.last_nodes);
-        let start = |ws: &WriteState| {
-            (blocks + ckpt_need(v, ws, bps) + reserve.saturating_sub(cp_room(bps)))
-                .saturating_sub(bps)
-                + band
-        };
+        let start = |ws: &WriteState| full_need(ws).saturating_sub(bps) + band;
         if writable >= start(ws) {
             return Ok(Some(Room::Ready));
         }
