@@ -305,3 +305,48 @@ fn rewrites_need_no_user_space_on_a_volume_full_to_its_last_blocks() {
     check(&fs);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A log's segment that loses every block while the log is still writing it is not free
+/// when the log leaves it: the last checkpoint may still name blocks in it, so it waits in
+/// the prefree set for the next checkpoint like any other emptied segment. (It was counted
+/// free at once, and a volume that wrapped around could overwrite the blocks a crash would
+/// have recovered.)
+#[test]
+fn a_log_segment_emptied_while_written_waits_for_the_next_checkpoint() {
+    let dir = scratch("left-empty");
+    let img = common::fresh_image(&dir, 128, 0);
+    let fs = Fs::open_rw(&img).unwrap();
+    // The warm data log's segment as mounted; new files' data goes there.
+    let start = fs.checkpoint().cursegs[1];
+    let room = 512 - usize::from(start.blkoff);
+    // One file's blocks fill half the rest, named by a checkpoint, then another's the rest
+    // of it; both are removed, and the segment has nothing valid.
+    let a = file(&fs, "a").unwrap();
+    fs.write(a, 0, &content(0, room / 2 * 4096)).unwrap();
+    fs.sync().unwrap();
+    fs.unlink(fs.root_ino(), b"a").unwrap();
+    let b = file(&fs, "b").unwrap();
+    fs.write(b, 0, &content(1, (room - room / 2) * 4096))
+        .unwrap();
+    fs.unlink(fs.root_ino(), b"b").unwrap();
+    let before = fs.status().unwrap().prefree_segments;
+    // The next data block takes a new segment: the emptied one is left behind.
+    let c = file(&fs, "c").unwrap();
+    fs.write(c, 0, &content(2, 4096)).unwrap();
+    let after = fs.status().unwrap().prefree_segments;
+    assert_eq!(
+        after,
+        before + 1,
+        "the emptied log segment was not held for the checkpoint"
+    );
+    fs.sync().unwrap();
+    assert_eq!(fs.status().unwrap().prefree_segments, 0);
+    fs.unmount().unwrap();
+    assert_fsck_clean(&img);
+    let fs = Fs::open(&img).unwrap();
+    assert_ne!(
+        fs.checkpoint().cursegs[1].segno,
+        start.segno,
+        "the log never left"
+    );
+}

@@ -51,6 +51,15 @@ pub(crate) enum Log {
 }
 
 impl Log {
+    pub const ALL: [Log; 6] = [
+        Log::HotData,
+        Log::WarmData,
+        Log::ColdData,
+        Log::HotNode,
+        Log::WarmNode,
+        Log::ColdNode,
+    ];
+
     pub fn is_node(self) -> bool {
         self as usize >= 3
     }
@@ -593,14 +602,7 @@ impl Space {
     /// Moves every full log to a new segment: a checkpoint may not record a log at offset
     /// 512 (the kernel and fsck.f2fs reject such a pack).
     pub fn roll_full(&mut self) -> Result<()> {
-        for log in [
-            Log::HotData,
-            Log::WarmData,
-            Log::ColdData,
-            Log::HotNode,
-            Log::WarmNode,
-            Log::ColdNode,
-        ] {
+        for log in Log::ALL {
             if self.route(log) != log {
                 continue;
             }
@@ -617,10 +619,39 @@ impl Space {
     /// a data log given `read_ssa` while free segments run short in `mode=adaptive`, the used
     /// data segment with the most usable holes.
     fn new_segment(&mut self, log: Log, read_ssa: Option<ReadSsa>) -> Result<()> {
-        let i = log as usize;
-        let Some(old) = self.cursegs.get(i).cloned() else {
+        let Some(old) = self.cursegs.get(log as usize).cloned() else {
             return Err(Error::InvalidArgument("no such log"));
         };
+        self.close(log, &old);
+        let sps = self.layout.segs_per_sec.max(1);
+        if let Some(read_ssa) = read_ssa.filter(|_| !log.is_node()) {
+            if self.slack.is_on() && self.slack.wanted(self.writable_blocks()) {
+                while let Some(segno) = self.slack.pick() {
+                    if self.take_holes(log, segno, &mut *read_ssa)? {
+                        self.left(old.segno);
+                        return Ok(());
+                    }
+                }
+            }
+        }
+        // The rest of this section first, then the next wholly free section.
+        let next_in_section = old.segno + 1;
+        let segno = if next_in_section % sps != 0 && self.is_free(next_in_section) {
+            next_in_section
+        } else {
+            self.free_section_from(old.segno / sps + 1)
+                .ok_or(Error::NoSpace)?
+        };
+        self.open(log, segno);
+        self.left(old.segno);
+        Ok(())
+    }
+
+    /// Queues the summary of `log`'s segment `old` for the SSA: the log is leaving it.
+    fn close(&mut self, log: Log, old: &Curseg) {
+        if self.read_only {
+            return;
+        }
         let mut blk = Box::new([0u8; BLOCK_SIZE]);
         if let Ok(raw) = RawSummaryBlock::mut_from_bytes(&mut blk[..]) {
             for (e, s) in raw.entries.iter_mut().zip(&old.sum) {
@@ -632,38 +663,27 @@ impl Space {
                 SUM_TYPE_DATA
             };
         }
-        if !self.read_only {
-            self.closed.push((old.segno, blk));
-        }
+        self.closed.push((old.segno, blk));
+    }
+
+    /// The first segment of the first wholly free section from section `start` on (wrapping).
+    fn free_section_from(&self, start: u32) -> Option<u32> {
         let sps = self.layout.segs_per_sec.max(1);
-        if let Some(read_ssa) = read_ssa.filter(|_| !log.is_node()) {
-            if self.slack.is_on() && self.slack.wanted(self.writable_blocks()) {
-                while let Some(segno) = self.slack.pick() {
-                    if self.take_holes(log, old.segno, segno, &mut *read_ssa)? {
-                        return Ok(());
-                    }
-                }
-            }
-        }
-        // The rest of this section first, then the next wholly free section.
-        let next_in_section = old.segno + 1;
-        let segno = if next_in_section % sps != 0 && self.is_free(next_in_section) {
-            next_in_section
-        } else {
-            let sections = self.layout.main_segments / sps;
-            let start = old.segno / sps + 1;
-            (0..sections)
-                .map(|k| (start + k) % sections)
-                .find(|&sec| (0..sps).all(|j| self.is_free(sec * sps + j)))
-                .map(|sec| sec * sps)
-                .ok_or(Error::NoSpace)?
-        };
+        let sections = self.layout.main_segments / sps;
+        (0..sections)
+            .map(|k| (start + k) % sections)
+            .find(|&sec| (0..sps).all(|j| self.is_free(sec * sps + j)))
+            .map(|sec| sec * sps)
+    }
+
+    /// Makes free segment `segno` `log`'s, written from its first block.
+    fn open(&mut self, log: Log, segno: u32) {
         if let Some(e) = self.entries.get_mut(segno as usize) {
             e.seg_type = log as u8;
             e.mtime = self.now;
         }
         self.dirty.insert(segno);
-        if let Some(c) = self.cursegs.get_mut(i) {
+        if let Some(c) = self.cursegs.get_mut(log as usize) {
             *c = Curseg {
                 segno,
                 next: 0,
@@ -672,18 +692,36 @@ impl Space {
                 sum: vec![RawSummary::default(); ENTRIES_IN_SUM],
             };
         }
-        self.refresh(old.segno / sps);
+        let sps = self.layout.segs_per_sec.max(1);
         self.refresh(segno / sps);
-        self.offer_holes(old.segno);
         self.offer_holes(segno);
-        Ok(())
+    }
+
+    /// A log has left segment `segno`: it is an ordinary segment now, a victim if it holds
+    /// valid blocks, else prefree. (A log's segment that lost its last valid block stayed
+    /// out of the prefree set; the last checkpoint may still name blocks in it, so it is
+    /// free only after the next one.)
+    fn left(&mut self, segno: u32) {
+        if self.is_curseg(segno) {
+            return;
+        }
+        let empty = self
+            .entries
+            .get(segno as usize)
+            .is_some_and(|e| e.valid_blocks == 0);
+        if empty && !self.reserved.contains(&segno) {
+            self.prefree.insert(segno);
+        }
+        let sps = self.layout.segs_per_sec.max(1);
+        self.refresh(segno / sps);
+        self.offer_holes(segno);
     }
 
     /// Makes used data segment `segno` data log `log`'s, in SSR mode: its summary (with the
     /// entries of the blocks still valid) is the log's, and the log writes its usable holes.
     /// False, with the segment withdrawn, if it has no usable hole after all (never expected:
     /// the index and the maps change together).
-    fn take_holes(&mut self, log: Log, old: u32, segno: u32, read_ssa: ReadSsa) -> Result<bool> {
+    fn take_holes(&mut self, log: Log, segno: u32, read_ssa: ReadSsa) -> Result<bool> {
         let next = self.next_hole(segno, 0);
         if usize::from(next) >= ENTRIES_IN_SUM {
             tracing::warn!("segment {segno} was offered for its holes but has none");
@@ -712,9 +750,7 @@ impl Space {
         }
         self.slack.segments_taken += 1;
         let sps = self.layout.segs_per_sec.max(1);
-        self.refresh(old / sps);
         self.refresh(segno / sps);
-        self.offer_holes(old);
         self.offer_holes(segno);
         Ok(true)
     }
