@@ -188,7 +188,9 @@ impl Fs {
             }
             return read_only_room(ws, blocks, dirty()).map(|()| Room::Ready);
         }
-        let reserve = change_reserve(bps, ws.segs.section_count(), v.options.data_temp);
+        let temp = v.options.data_temp;
+        let reserve = change_reserve(bps, ws.segs.section_count(), temp)
+            - log_room_credit(ws, blocks, bps, temp);
         if let Pace::Step { contended } = pace {
             if let Some(room) = self.pace(ws, blocks, reserve, contended)? {
                 return Ok(room);
@@ -784,8 +786,10 @@ impl Fs {
         let sections = ws.segs.section_count();
         // The change reserve with its checkpoint part counted per node log (`ckpt_need`).
         let ckpt = ckpt_need(v, &ws, bps);
-        let reserve = change_reserve(bps, sections, v.options.data_temp) - cp_room(bps) + ckpt
-            - prefree_credit(&ws, bps);
+        let temp = v.options.data_temp;
+        let reserve = change_reserve(bps, sections, temp) - cp_room(bps) + ckpt
+            - prefree_credit(&ws, bps)
+            - log_room_credit(&ws, 1, bps, temp);
         let high = reserve + bps * batch(sections);
         let writable = ws.segs.writable_blocks();
         let prefree = ws.segs.prefree_segments() * u64::from(BLOCKS_PER_SEG);
@@ -933,13 +937,31 @@ fn batch(sections: u32) -> u64 {
 /// nodes than the section frees: the cleaner must be able to clean several first). With
 /// `data_temp=age` a change's data may go to two logs (hot and warm), each of which may need
 /// a new section: one more. The space checks let prefree sections stand in for the half batch
-/// (`prefree_credit`).
+/// (`prefree_credit`), and the room left in the hot and warm logs' segments for their
+/// sections (`log_room_credit`).
 fn change_reserve(bps: u64, sections: u32, temp: crate::space::DataTemp) -> u64 {
     let logs = match temp {
         crate::space::DataTemp::Age => 3,
         crate::space::DataTemp::Off => 2,
     };
     cp_room(bps) + bps * (logs + batch(sections) / 2)
+}
+
+/// What the room left in the data logs' segments stands in for in a change's reserve: the
+/// section `change_reserve` keeps for each log a change's data may go to (dentry blocks to the
+/// hot log, file data to the warm one, and under `data_temp=age` rewrites to either) is not
+/// needed while both logs have room for all of the change's blocks; one of them short
+/// takes back one section. (The cold log's section, for the cleaner's copies, stays.)
+fn log_room_credit(ws: &WriteState, blocks: u64, bps: u64, temp: crate::space::DataTemp) -> u64 {
+    let own: u64 = match temp {
+        crate::space::DataTemp::Age => 2,
+        crate::space::DataTemp::Off => 1,
+    };
+    let short = [Log::HotData, Log::WarmData]
+        .into_iter()
+        .filter(|&log| ws.segs.log_room(log) < blocks.max(1))
+        .count() as u64;
+    bps * own.saturating_sub(short)
 }
 
 /// Free blocks below which data logs fill the holes of used data segments in
