@@ -8,7 +8,7 @@ use crate::state::WriteState;
 use crate::vol::Fs;
 use std::ops::ControlFlow;
 use uf2fs_format::dentry::{
-    inline_geometry, slots_for, DentryArea, DENTRY_BITMAP_SIZE, DENTRY_RESERVED, NR_DENTRY_IN_BLOCK,
+    inline_geometry, slots_for, DENTRY_BITMAP_SIZE, DENTRY_RESERVED, NR_DENTRY_IN_BLOCK,
 };
 use uf2fs_format::inode::{FileType, Inode};
 use uf2fs_format::node::{entry, ADDRS_PER_BLOCK};
@@ -16,13 +16,7 @@ use uf2fs_format::{Block, BLOCK_SIZE, COMPRESS_ADDR, NEW_ADDR, NULL_ADDR};
 
 const N: u64 = ADDRS_PER_BLOCK;
 
-/// Where a directory entry was found: the inline area (block `None`) or a dentry block.
-pub(crate) struct Found {
-    pub ino: u32,
-    pub fblk: Option<u64>,
-    pub slot: usize,
-    pub len: usize,
-}
+pub(crate) use crate::ns::dir::Found;
 
 impl Fs {
     /// Finds `name` in directory `dir` with its place (in a casefolded directory, the entry
@@ -39,42 +33,7 @@ impl Fs {
         dir: &Inode,
         q: &crate::ns::dir::Query<'_>,
     ) -> Result<Found> {
-        let hash = q.hash();
-        let mut found = None;
-        if dir.has_inline_dentry() {
-            for e in DentryArea::inline(dir.inline_area()).iter().flatten() {
-                if (!q.inline_hash() || e.hash == hash) && q.matches(e.name) {
-                    found = Some(Found {
-                        ino: e.ino,
-                        fblk: None,
-                        slot: e.slot,
-                        len: e.name.len(),
-                    });
-                    break;
-                }
-            }
-            return found.ok_or(Error::NotFound);
-        }
-        let mut blocks = Vec::new();
-        self.vol()
-            .for_each_addr(dir, 0, dir.size.div_ceil(BLOCK_SIZE as u64), &mut |f, a| {
-                blocks.push((f, a));
-                Ok(())
-            })?;
-        for (fblk, addr) in blocks {
-            let b = self.vol().read_data_block(addr.into(), "dentry block")?;
-            for e in DentryArea::block(&b).iter().flatten() {
-                if e.hash == hash && q.matches(e.name) {
-                    return Ok(Found {
-                        ino: e.ino,
-                        fblk: Some(fblk),
-                        slot: e.slot,
-                        len: e.name.len(),
-                    });
-                }
-            }
-        }
-        Err(Error::NotFound)
+        self.vol().find_query(dir, q)
     }
 
     /// Changes the dentry area of directory `dir_ino` that holds an entry: the inline area

@@ -64,16 +64,32 @@ impl Query<'_> {
     }
 }
 
-/// A visitor that stops at the entry `q` asks for and stores its ino; with a hash, only
-/// entries whose stored hash matches are compared (as the kernel's bucket scan does).
+/// Where a directory entry was found: the inline area (block `None`) or a dentry block.
+pub(crate) struct Found {
+    pub ino: u32,
+    pub fblk: Option<u64>,
+    pub slot: usize,
+    /// The length of the name on disk.
+    pub len: usize,
+}
+
+/// A visitor over the area at `fblk` (`None`: inline) that stops at the entry `q` asks for
+/// and stores its place; with a hash, only entries whose stored hash matches are compared (as
+/// the kernel's bucket scan does).
 fn finder<'a>(
-    found: &'a mut Option<u32>,
+    found: &'a mut Option<Found>,
     q: &'a Query<'a>,
     hash: Option<u32>,
+    fblk: Option<u64>,
 ) -> impl FnMut(&DirEntry<'_>) -> Result<ControlFlow<()>> + 'a {
     move |e| {
         if hash.is_none_or(|h| e.hash == h) && q.matches(e.name) {
-            *found = Some(e.ino);
+            *found = Some(Found {
+                ino: e.ino,
+                fblk,
+                slot: e.slot,
+                len: e.name.len(),
+            });
             return Ok(ControlFlow::Break(()));
         }
         Ok(ControlFlow::Continue(()))
@@ -226,12 +242,20 @@ impl Vol {
 
     /// The inode number of the entry `q` asks for in `dir`.
     pub(crate) fn lookup_query(&self, dir: &Inode, q: &Query<'_>) -> Result<u32> {
+        self.find_query(dir, q).map(|f| f.ino)
+    }
+
+    /// The entry `q` asks for in `dir`, with its place: in the inline area, or in the buckets
+    /// its hash selects at each level (a removal or a rename reads no more of a large
+    /// directory than a lookup does).
+    pub(crate) fn find_query(&self, dir: &Inode, q: &Query<'_>) -> Result<Found> {
         self.check_dir(dir)?;
         let hash = q.hash();
         let mut found = None;
         if dir.has_inline_dentry() {
             let h = q.inline_hash().then_some(hash);
-            self.for_each_dentry(dir, &mut finder(&mut found, q, h))?;
+            let area = DentryArea::inline(dir.inline_area());
+            let _stopped = self.scan_area(dir, area, 0, &mut finder(&mut found, q, h, None))?;
             return found.ok_or(Error::NotFound);
         }
         let nblocks = dir_blocks(dir);
@@ -253,10 +277,10 @@ impl Vol {
                     dir,
                     DentryArea::block(&b),
                     fblk,
-                    &mut finder(&mut found, q, Some(hash)),
+                    &mut finder(&mut found, q, Some(hash), Some(fblk)),
                 )?;
-                if let (ControlFlow::Break(()), Some(ino)) = (flow, found) {
-                    return Ok(ino);
+                if let (ControlFlow::Break(()), Some(f)) = (flow, found.take()) {
+                    return Ok(f);
                 }
             }
         }
