@@ -23,16 +23,38 @@ pub fn tools() -> PathBuf {
     root().join("tools")
 }
 
-/// A fresh scratch directory under target/, unique to this call.
+/// A fresh scratch directory under target/, unique to this call. The first call of a test
+/// process removes the directories of test processes that are no longer running.
 pub fn scratch(name: &str) -> PathBuf {
     static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    static SWEPT: std::sync::Once = std::sync::Once::new();
+    let top = root().join("target/scratch");
+    SWEPT.call_once(|| sweep(&top));
     let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let d = root()
-        .join("target/scratch")
-        .join(format!("{name}-{}-{n}", std::process::id()));
+    let d = top.join(format!("{name}-{}-{n}", std::process::id()));
     let _ = fs::remove_dir_all(&d);
     fs::create_dir_all(&d).expect("create scratch dir");
     d
+}
+
+/// Removes the scratch directories (`name-PID-n`) whose process is gone. Every test process
+/// makes its own and keeps them for a look after a failure; nothing else removes them, and
+/// images of a few hundred MiB each filled tens of GiB over a few sessions.
+fn sweep(top: &Path) {
+    let Ok(entries) = fs::read_dir(top) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let name = name.to_string_lossy();
+        let pid = name.rsplit('-').nth(1).and_then(|p| p.parse::<u32>().ok());
+        if let Some(pid) = pid {
+            let gone = pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists();
+            if gone {
+                let _ = fs::remove_dir_all(e.path());
+            }
+        }
+    }
 }
 
 /// The last `n` bytes of a command's output, for failure messages.
