@@ -293,6 +293,15 @@ fn print_status(out: &mut impl Write, v: &Value) -> std::io::Result<()> {
             n("/write_stops/writers_stopped")
         )?;
     }
+    if v.pointer("/dentry_cache/kept").is_some() {
+        writeln!(
+            out,
+            "dentry cache: {} block rewrites kept in memory, {} blocks written by flushes, {} held now",
+            n("/dentry_cache/kept"),
+            n("/dentry_cache/flushed"),
+            n("/dentry_cache/held")
+        )?;
+    }
     if v.get("fsync_requests").is_some() {
         writeln!(
             out,

@@ -52,7 +52,14 @@ impl Fs {
         self.vol()
             .change_seq
             .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        let r = f(&mut ws);
+        let mut r = f(&mut ws);
+        if r.is_ok() && self.vol().dentries.over_cap() {
+            // More changed dentry blocks held than the cache's share: written now, in this
+            // change's batches (its room counted them).
+            if let Err(e) = self.flush_dentry_blocks(&mut ws) {
+                r = Err(e);
+            }
+        }
         if let Err(e) = &r {
             if matches!(e, Error::Io { .. } | Error::Corrupt(_) | Error::NoSpace) {
                 ws.failed = Some(e.to_string());
@@ -110,7 +117,9 @@ impl Fs {
             if valid + blocks > user && valid + fresh()? > user {
                 return Err(Error::NoSpace);
             }
-            match self.make_room(&mut ws, blocks, Pace::Step { contended })? {
+            // The held dentry blocks are written by this change or the next checkpoint.
+            let held = self.vol().dentries.len() as u64;
+            match self.make_room(&mut ws, blocks + held, Pace::Step { contended })? {
                 Room::Ready => {
                     // The lock, a step and any checkpoint waited for: all of what this
                     // change waited before it could begin.
@@ -190,20 +199,26 @@ impl Fs {
         ws: &mut WriteState,
         umount: bool,
     ) -> Result<crate::durability::checkpoint::CheckpointWrites> {
-        self.flush_quota_or_fail(ws)?;
+        self.flush_held_or_fail(ws)?;
         prepare(self.vol(), ws, umount)
     }
 
     /// Writes a checkpoint under the write lock (`checkpoint::write_checkpoint`), the quota
     /// files' changes first.
     pub(crate) fn checkpoint_now(&self, ws: &mut WriteState, umount: bool) -> Result<()> {
-        self.flush_quota_or_fail(ws)?;
+        self.flush_held_or_fail(ws)?;
         crate::durability::checkpoint::write_checkpoint(self.vol(), ws, umount)
     }
 
-    fn flush_quota_or_fail(&self, ws: &mut WriteState) -> Result<()> {
+    /// Writes what changes keep in memory (held dentry blocks, the quota files' changes)
+    /// before a checkpoint; a failure marks the volume failed.
+    fn flush_held_or_fail(&self, ws: &mut WriteState) -> Result<()> {
         if ws.failed.is_some() {
             return Ok(()); // `prepare` refuses with the reason
+        }
+        if let Err(e) = self.flush_dentry_blocks(ws) {
+            ws.failed = Some(format!("dentry blocks: {e}"));
+            return Err(e);
         }
         let r = self.flush_quota(ws);
         if let Err(e) = &r {

@@ -5,7 +5,7 @@ use crate::durability::state::{CheckpointState, FsyncState};
 use crate::error::{Error, Result};
 use crate::mount::{mount, read_block, MountInfo, VolumeInfo};
 use crate::node::nat::Nat;
-use crate::node::{Expect, Nodes};
+use crate::node::Nodes;
 use crate::space::sit::{read_sit, usage, SegmentUsage};
 use crate::space::Space;
 use crate::state::{Counts, Orphans, WriteState};
@@ -285,6 +285,9 @@ impl Fs {
             recovery: None,
             quota: None,
             inflight: Default::default(),
+            dentries: crate::ns::dentry_cache::DentryCache::new(
+                crate::cache::CacheCaps::default_caps().dentries,
+            ),
             gc_urgent: Default::default(),
             pacer: Default::default(),
             counts_seen: Default::default(),
@@ -475,6 +478,7 @@ impl Fs {
         self.vol.nat.set_cache_cap(caps.nat);
         self.vol.inode_cap = caps.inodes;
         self.vol.dirty_budget = caps.dirty;
+        self.vol.dentries.set_cap(caps.dentries);
         self.vol.dev.set_direct_writes(options.direct_writes);
         self.apply_alloc_mode();
     }
@@ -534,28 +538,7 @@ impl Fs {
 
     /// The checked inode `ino`.
     pub fn inode(&self, ino: u32) -> Result<Arc<Inode>> {
-        if let Some(i) = self
-            .vol
-            .inodes
-            .lock()
-            .ok()
-            .and_then(|c| c.get(&ino).cloned())
-        {
-            return Ok(i);
-        }
-        use std::sync::atomic::Ordering;
-        let epoch = self.vol.inode_epoch.load(Ordering::Acquire);
-        let block =
-            self.vol
-                .nodes
-                .read(&*self.vol.dev, &self.vol.nat, ino, Expect { ino, ofs: 0 })?;
-        let inode = Arc::new(Inode::parse(&block, ino, &self.vol.sb)?);
-        if let Ok(mut c) = self.vol.inodes.lock() {
-            if self.vol.inode_epoch.load(Ordering::Acquire) == epoch {
-                crate::cache::insert_bounded(&mut c, self.vol.inode_cap, ino, inode.clone());
-            }
-        }
-        Ok(inode)
+        self.vol.inode(ino)
     }
 
     pub fn getattr(&self, ino: u32) -> Result<Attr> {

@@ -29,6 +29,8 @@ pub struct Status {
     pub gc: crate::gc::GcStats,
     /// Compressed writes since the mount (`None`: the image has no compression feature).
     pub compression: Option<crate::state::CompressStats>,
+    /// Changed dentry blocks held in memory until a checkpoint (`ns/dentry_cache.rs`).
+    pub dentry_cache: crate::ns::dentry_cache::DentryCacheStats,
     pub io: IoStats,
 }
 
@@ -157,6 +159,7 @@ impl Fs {
                 .sb
                 .has(uf2fs_format::superblock::feature::COMPRESSION)
                 .then_some(compression),
+            dentry_cache: self.vol().dentries.stats(),
             io,
         })
     }

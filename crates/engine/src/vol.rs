@@ -57,6 +57,8 @@ pub(crate) struct Vol {
     pub(crate) pacer: std::sync::Arc<crate::gc::state::Pacer>,
     /// Data blocks linked by a change whose write has not landed yet.
     pub(crate) inflight: crate::data::Inflight,
+    /// Changed dentry blocks not written yet (`ns/dentry_cache.rs`).
+    pub(crate) dentries: crate::ns::dentry_cache::DentryCache,
     /// The valid block and node counts as last published (`Fs::publish_counts`): what
     /// statfs answers while a change holds the write lock, instead of waiting for it.
     pub(crate) counts_seen: CountsSeen,
@@ -105,6 +107,25 @@ impl Vol {
             IoCause::Meta,
             "SSA block",
         )
+    }
+
+    /// Inode `ino`, parsed: from the inode cache, else read (and cached unless it changed
+    /// meanwhile, see `inode_epoch`).
+    pub(crate) fn inode(&self, ino: u32) -> Result<Arc<Inode>> {
+        if let Some(i) = self.inodes.lock().ok().and_then(|c| c.get(&ino).cloned()) {
+            return Ok(i);
+        }
+        use std::sync::atomic::Ordering;
+        let epoch = self.inode_epoch.load(Ordering::Acquire);
+        let expect = crate::node::Expect { ino, ofs: 0 };
+        let block = self.nodes.read(&*self.dev, &self.nat, ino, expect)?;
+        let inode = Arc::new(Inode::parse(&block, ino, &self.sb)?);
+        if let Ok(mut c) = self.inodes.lock() {
+            if self.inode_epoch.load(Ordering::Acquire) == epoch {
+                crate::cache::insert_bounded(&mut c, self.inode_cap, ino, inode.clone());
+            }
+        }
+        Ok(inode)
     }
 
     /// Drops the cached parse of `ino` after a change to it (see `inode_epoch`).
@@ -173,6 +194,9 @@ pub struct Options {
     /// How new files are compressed (`compress_*`; only on an image with the compression
     /// feature).
     pub compress: CompressOptions,
+    /// Changed dentry blocks stay in memory until the next checkpoint (`dentry_cache`, on by
+    /// default; `ns/dentry_cache.rs`), instead of each change writing its block.
+    pub dentry_cache: bool,
 }
 
 /// The kernel's `compress_*` mount options: which new files are compressed and how. A new
@@ -366,6 +390,7 @@ impl Default for Options {
             cache_bytes: crate::cache::DEFAULT_CACHE_BYTES,
             fixed_time: None,
             compress: CompressOptions::default(),
+            dentry_cache: true,
         }
     }
 }

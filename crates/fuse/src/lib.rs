@@ -194,6 +194,7 @@ pub fn serve(
         cache_bytes: opts.engine_cache_bytes(serving),
         fixed_time: None,
         compress: opts.compress,
+        dentry_cache: opts.dentry_cache,
     });
     let fs = Arc::new(fs);
     let paths = control_paths(&mountpoint)?;

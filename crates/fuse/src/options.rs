@@ -69,6 +69,9 @@ pub struct MountOptions {
     /// (`direct_writes=on|off`; default on).
     pub direct_writes: bool,
     pub checkpoint_merge: bool,
+    /// Changed dentry blocks stay in memory until the next checkpoint
+    /// (`dentry_cache`/`nodentry_cache`; default on).
+    pub dentry_cache: bool,
     pub mode: AllocMode,
     /// Which rewrites go in place in adaptive mode (`ipu=fsync|force|off`).
     pub ipu: IpuPolicy,
@@ -138,6 +141,7 @@ impl Default for MountOptions {
             gc_pace: true,
             direct_writes: true,
             checkpoint_merge: true,
+            dentry_cache: true,
             mode: AllocMode::Adaptive,
             ipu: IpuPolicy::Fsync,
             data_temp: DataTemp::Age,
@@ -399,6 +403,8 @@ impl MountOptions {
             ("compress_cache", None) => {}
             ("checkpoint_merge", None) => self.checkpoint_merge = true,
             ("nocheckpoint_merge", None) => self.checkpoint_merge = false,
+            ("dentry_cache", None) => self.dentry_cache = true,
+            ("nodentry_cache", None) => self.dentry_cache = false,
             ("writeback_cache", None) => self.writeback_cache = true,
             ("nowriteback_cache", None) => self.writeback_cache = false,
             ("io_uring", None) => self.io_uring = true,
@@ -444,6 +450,8 @@ impl MountOptions {
                 | "default_permissions"
                 | "checkpoint_merge"
                 | "nocheckpoint_merge"
+                | "dentry_cache"
+                | "nodentry_cache"
                 | "writeback_cache"
                 | "nowriteback_cache"
                 | "io_uring"

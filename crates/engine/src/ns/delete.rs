@@ -58,19 +58,14 @@ impl Fs {
             }
             Some(fblk) => {
                 let old = self.block_addr(&p, fblk)?;
-                let mut b = self.vol().read_data_block(old.into(), "dentry block")?;
+                let mut b = self.vol().dentry_block(dir_ino, fblk, old)?;
                 f(&mut b[..], DENTRY_BITMAP_SIZE + DENTRY_RESERVED);
                 let empty = (0..NR_DENTRY_IN_BLOCK)
                     .all(|s| b.get(s / 8).is_some_and(|x| x & (1 << (s % 8)) == 0));
                 if empty {
                     self.punch(ws, &mut p, fblk, fblk + 1)?;
                 } else {
-                    self.write_data_blocks(
-                        ws,
-                        &mut p,
-                        crate::space::Log::HotData,
-                        &std::collections::BTreeMap::from([(fblk, b)]),
-                    )?;
+                    self.put_dentry_block(ws, &mut p, fblk, b)?;
                 }
             }
         }
@@ -311,6 +306,10 @@ impl Fs {
         // Roll-forward cannot replay freed nodes: the next fsync of this file checkpoints.
         self.needs_checkpoint(ws, e.ino);
         ws.sync.relinked.insert(e.ino);
+        if e.inode.file_type == FileType::Directory {
+            // Held copies of freed dentry blocks must never be written back.
+            self.vol().dentries.forget(e.ino, start, end);
+        }
         // A compressed file's inode and direct nodes map whole clusters only.
         let a = e.inode.addrs_in_inode() as u64;
         let n = e.inode.addrs_per_dnode();

@@ -204,19 +204,16 @@ impl Vol {
             return Ok(());
         }
         const STEP: u64 = 64;
-        let nblocks = dir_blocks(dir);
+        let mut nblocks = dir_blocks(dir);
         let mut at = from_block;
         while at < nblocks {
             let end = at.saturating_add(STEP).min(nblocks);
-            let mut blocks = Vec::new();
-            self.for_each_addr(dir, at, end, &mut |fblk, addr| {
-                blocks.push((fblk, addr));
-                Ok(())
-            })?;
-            for (fblk, addr) in blocks {
-                let b = self.read_data_block(addr.into(), "dentry block")?;
+            // Read as they are now (held copies included), the directory's size with them.
+            let now = self.dir_blocks(dir, at, end)?;
+            nblocks = dir_blocks(&now.dir);
+            for (fblk, b) in now.blocks {
                 if self
-                    .scan_area(dir, DentryArea::block(&b), fblk, &mut |e| f(fblk, e))?
+                    .scan_area(&now.dir, DentryArea::block(&b), fblk, &mut |e| f(fblk, e))?
                     .is_break()
                 {
                     return Ok(());
@@ -266,13 +263,7 @@ impl Vol {
                 break;
             }
             let end = (first + blocks_per_bucket(level)).min(nblocks);
-            let mut addrs = Vec::new();
-            self.for_each_addr(dir, first, end, &mut |fblk, addr| {
-                addrs.push((fblk, addr));
-                Ok(())
-            })?;
-            for (fblk, addr) in addrs {
-                let b = self.read_data_block(addr.into(), "dentry block")?;
+            for (fblk, b) in self.dir_blocks(dir, first, end)?.blocks {
                 let flow = self.scan_area(
                     dir,
                     DentryArea::block(&b),

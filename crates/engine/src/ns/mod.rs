@@ -6,6 +6,7 @@
 pub(crate) mod compressed;
 pub(crate) mod crypt;
 pub(crate) mod delete;
+pub(crate) mod dentry_cache;
 pub(crate) mod dir;
 pub(crate) mod edit;
 pub(crate) mod fallocate;

@@ -596,10 +596,10 @@ impl Fs {
                 let mut b = if old == NULL_ADDR || old == NEW_ADDR {
                     [0u8; BLOCK_SIZE]
                 } else {
-                    self.vol().read_data_block(old.into(), "dentry block")?
+                    self.vol().dentry_block(parent, fblk, old)?
                 };
                 if insert_into_area(&mut b, false, name, ino, hash, ft) {
-                    self.write_data_blocks(ws, &mut p, Log::HotData, &BTreeMap::from([(fblk, b)]))?;
+                    self.put_dentry_block(ws, &mut p, fblk, b)?;
                     let end = (fblk + 1) * BLOCK_SIZE as u64;
                     if p.size() < end {
                         p.set_size(end);
