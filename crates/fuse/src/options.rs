@@ -581,6 +581,7 @@ mod tests {
     fn defaults_are_the_kernels() {
         let o = MountOptions::parse::<&str>(&[]).unwrap();
         assert!(o.checkpoint_merge && o.inline_data && o.inline_dentry && !o.read_only);
+        assert!(o.dentry_cache);
         assert_eq!(o.background_gc, BackgroundGc::On);
         assert_eq!(o.mode, AllocMode::Adaptive);
         assert_eq!(o.fsync_mode, FsyncMode::Posix);
@@ -600,11 +601,11 @@ mod tests {
     #[test]
     fn options_parse_and_later_ones_win() {
         let o = MountOptions::parse(&[
-            "ro,allow_other,nocheckpoint_merge",
+            "ro,allow_other,nocheckpoint_merge,nodentry_cache",
             "fsync_mode=strict,mode=lfs,noinline_data,noatime,rw,defaults,log=syslog",
         ])
         .unwrap();
-        assert!(!o.read_only && !o.checkpoint_merge && !o.inline_data);
+        assert!(!o.read_only && !o.checkpoint_merge && !o.inline_data && !o.dentry_cache);
         assert_eq!(o.access, Access::All);
         assert_eq!(o.fsync_mode, FsyncMode::Strict);
         assert_eq!(o.mode, AllocMode::Lfs);
