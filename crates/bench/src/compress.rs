@@ -19,7 +19,7 @@
 //! `compr_saved_block` counts), beside Linux's saving on the same tree; the last round's
 //! image is extracted and compared with the tree once.
 
-use crate::io::{drop_caches, q, sh};
+use crate::shell::{drop_caches, q, sh};
 use clap::Args;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};

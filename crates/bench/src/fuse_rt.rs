@@ -14,7 +14,7 @@ use std::time::Instant;
 use clap::Args;
 use serde_json::json;
 
-use crate::io::{q, sh};
+use crate::shell::{q, sh};
 
 type Res<T> = Result<T, String>;
 

@@ -34,11 +34,12 @@
 use clap::{Args, ValueEnum};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 use uf2fs_engine::{Fs, NewInode};
 use uf2fs_testkit::Rng;
+
+use crate::shell::{drop_caches, q, sh};
 
 type Res<T> = Result<T, String>;
 
@@ -211,35 +212,6 @@ struct Bench<'a> {
     roots: Vec<(Target, PathBuf)>,
     /// The engine's image.
     engine_img: PathBuf,
-}
-
-/// Runs `cmd` under `sh -c` (no standard input); its standard output, or an error with the
-/// status and everything it printed.
-pub(crate) fn sh(cmd: &str) -> Res<String> {
-    let out = Command::new("sh")
-        .arg("-c")
-        .arg(cmd)
-        .stdin(std::process::Stdio::null())
-        .output()
-        .map_err(|e| format!("{cmd}: {e}"))?;
-    if !out.status.success() {
-        return Err(format!(
-            "{cmd}: {}\n{}{}",
-            out.status,
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        ));
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-}
-
-/// `p` quoted for `sh`.
-pub(crate) fn q(p: &Path) -> String {
-    format!("'{}'", p.display().to_string().replace('\'', "'\\''"))
-}
-
-pub(crate) fn drop_caches() -> Res<()> {
-    sh("sync; echo 3 > /proc/sys/vm/drop_caches").map(|_| ())
 }
 
 /// `VmHWM` of a process, in KiB.

@@ -36,6 +36,7 @@ mod compress;
 mod fuse_rt;
 mod greedy;
 mod io;
+mod shell;
 mod splitmix;
 mod victim_pick;
 

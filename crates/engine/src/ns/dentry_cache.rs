@@ -12,17 +12,12 @@
 //! the directory's inode before the flush and looked here after it would read the old
 //! address. So a flush moves the generation before it lets blocks go, and readers fetch the
 //! inode after reading the generation and go again over what they read when it moved
-//! (`Vol::dir_blocks`).
+//! (`Vol::dir_blocks`). This file is the store alone, a leaf; the readers, and the changes
+//! that fill and flush it, are in `ns/dir.rs`.
 
-use crate::error::Result;
-use crate::ns::edit::Editing;
-use crate::space::Log;
-use crate::state::WriteState;
-use crate::vol::{Fs, Vol};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
-use uf2fs_format::inode::{FileType, Inode};
 use uf2fs_format::{Block, COMPRESS_ADDR, NEW_ADDR, NULL_ADDR};
 
 /// Dentry blocks changed since they were last written, by (directory, file block).
@@ -83,7 +78,7 @@ impl DentryCache {
         self.lock().get(&(ino, fblk)).map(|b| **b)
     }
 
-    fn put(&self, ino: u32, fblk: u64, b: Block) {
+    pub(crate) fn put(&self, ino: u32, fblk: u64, b: Block) {
         self.lock().insert((ino, fblk), Box::new(b));
         self.kept.fetch_add(1, Ordering::Relaxed);
     }
@@ -96,6 +91,31 @@ impl DentryCache {
         }
     }
 
+    /// Copies of every held block, by directory and file block.
+    pub(crate) fn snapshot(&self) -> BTreeMap<u32, BTreeMap<u64, Block>> {
+        let mut by_dir: BTreeMap<u32, BTreeMap<u64, Block>> = BTreeMap::new();
+        for ((ino, fblk), b) in self.lock().iter() {
+            by_dir.entry(*ino).or_default().insert(*fblk, **b);
+        }
+        by_dir
+    }
+
+    /// Lets go of blocks a flush wrote (their new addresses linked already), moving the
+    /// generation first so that readers who looked before go again.
+    pub(crate) fn written(&self, blocks: &BTreeMap<u32, BTreeMap<u64, Block>>) {
+        self.generation.fetch_add(1, Ordering::SeqCst);
+        let mut m = self.lock();
+        let mut n = 0;
+        for (ino, of_dir) in blocks {
+            for fblk in of_dir.keys() {
+                m.remove(&(*ino, *fblk));
+                n += 1;
+            }
+        }
+        drop(m);
+        self.flushed.fetch_add(n, Ordering::Relaxed);
+    }
+
     pub(crate) fn stats(&self) -> DentryCacheStats {
         DentryCacheStats {
             kept: self.kept.load(Ordering::Relaxed),
@@ -105,108 +125,7 @@ impl DentryCache {
     }
 }
 
-/// Blocks of a directory as a reader sees them ([`Vol::dir_blocks`]).
-pub(crate) struct DirBlocks {
-    /// The directory's inode they were read through.
-    pub dir: std::sync::Arc<Inode>,
-    /// (file block, contents), holes left out.
-    pub blocks: Vec<(u64, Block)>,
-}
-
 /// Whether a block pointer names a block on the device.
-fn on_device(addr: u32) -> bool {
+pub(crate) fn on_device(addr: u32) -> bool {
     !matches!(addr, NULL_ADDR | NEW_ADDR | COMPRESS_ADDR)
-}
-
-impl Vol {
-    /// Dentry block `fblk` of directory `ino`, stored at `addr`: the held copy if there is
-    /// one. For a caller under the write lock; readers go through [`Vol::dir_blocks`].
-    pub(crate) fn dentry_block(&self, ino: u32, fblk: u64, addr: u32) -> Result<Block> {
-        match self.dentries.get(ino, fblk) {
-            Some(b) => Ok(b),
-            None => self.read_data_block(addr.into(), "dentry block"),
-        }
-    }
-
-    /// The blocks of `dir` from `start` to `end` that have addresses (holes left out), as a
-    /// reader without the write lock must see them: a flush that ran meanwhile is detected by
-    /// the cache's generation and the blocks are read again, from the directory's inode as it
-    /// is now.
-    pub(crate) fn dir_blocks(&self, dir: &Inode, start: u64, end: u64) -> Result<DirBlocks> {
-        loop {
-            let generation = self.dentries.generation();
-            // Fetched after the generation: an inode from before a flush that let blocks go
-            // is never paired with the cache as it is after it.
-            let dir = self.inode(dir.ino)?;
-            let mut addrs = Vec::new();
-            self.for_each_addr(&dir, start, end, &mut |fblk, addr| {
-                addrs.push((fblk, addr));
-                Ok(())
-            })?;
-            let mut blocks = Vec::with_capacity(addrs.len());
-            for (fblk, addr) in addrs {
-                blocks.push((fblk, self.dentry_block(dir.ino, fblk, addr)?));
-            }
-            if self.dentries.generation() == generation {
-                return Ok(DirBlocks { dir, blocks });
-            }
-        }
-    }
-}
-
-impl Fs {
-    /// Stores the changed dentry block `fblk` of the directory being edited: held in memory
-    /// when it replaces a block on the device, written out of place now when it fills a hole.
-    pub(crate) fn put_dentry_block(
-        &self,
-        ws: &mut WriteState,
-        p: &mut Editing,
-        fblk: u64,
-        b: Block,
-    ) -> Result<()> {
-        if self.vol().options.dentry_cache && on_device(self.block_addr(p, fblk)?) {
-            self.vol().dentries.put(p.ino, fblk, b);
-            return Ok(());
-        }
-        self.write_data_blocks(ws, p, Log::HotData, &BTreeMap::from([(fblk, b)]))
-    }
-
-    /// Writes every held dentry block out of place (into the running change's batches, which
-    /// land before any checkpoint), then lets them go. Under the write lock.
-    pub(crate) fn flush_dentry_blocks(&self, ws: &mut WriteState) -> Result<()> {
-        let v = self.vol();
-        let mut by_dir: BTreeMap<u32, BTreeMap<u64, Block>> = BTreeMap::new();
-        for ((ino, fblk), b) in v.dentries.lock().iter() {
-            by_dir.entry(*ino).or_default().insert(*fblk, **b);
-        }
-        if by_dir.is_empty() {
-            return Ok(());
-        }
-        let mut written = 0;
-        for (ino, blocks) in &by_dir {
-            let mut p = self.edit(*ino)?;
-            if p.inode.file_type != FileType::Directory || p.inode.has_inline_dentry() {
-                // Blocks are let go whenever a directory's blocks are freed (`punch`): one
-                // held for what is no directory with blocks now is a bug, not the volume's.
-                return Err(crate::error::Error::InvalidArgument(
-                    "internal: a held dentry block of an inode that has no dentry blocks",
-                ));
-            }
-            self.write_data_blocks(ws, &mut p, Log::HotData, blocks)?;
-            self.commit(p)?;
-            written += blocks.len() as u64;
-        }
-        // The new addresses are in the nodes (and the blocks in flight, readable): readers
-        // that looked here before this point go again (`Vol::dir_blocks`).
-        v.dentries.generation.fetch_add(1, Ordering::SeqCst);
-        let mut m = v.dentries.lock();
-        for (ino, blocks) in &by_dir {
-            for fblk in blocks.keys() {
-                m.remove(&(*ino, *fblk));
-            }
-        }
-        drop(m);
-        v.dentries.flushed.fetch_add(written, Ordering::Relaxed);
-        Ok(())
-    }
 }

@@ -8,16 +8,25 @@
 //! listed by their no-key names (`uf2fs_format::fscrypt`), and a lookup decodes such a name
 //! and walks the buckets of the hash it carries, comparing ciphertext (or its prefix and
 //! SHA-256). Casefolding plays no part there: the stored hash is all a no-key lookup has.
+//!
+//! Changed dentry blocks are held in memory until the next checkpoint (`ns/dentry_cache.rs`):
+//! every read of a directory's blocks goes through [`Vol::dir_blocks`] (or, under the write
+//! lock, [`Vol::dentry_block`]), and every change of one through `Fs::put_dentry_block`.
 
 use crate::error::{Error, Result};
+use crate::ns::dentry_cache::on_device;
+use crate::ns::edit::Editing;
+use crate::space::Log;
+use crate::state::WriteState;
 use crate::vol::Vol;
+use std::collections::BTreeMap;
 use std::ops::ControlFlow;
 use uf2fs_format::casefold::{DirName, Encoding};
 use uf2fs_format::dentry::{blocks_per_bucket, bucket_block, buckets_at, DentryArea, DirEntry};
 use uf2fs_format::fscrypt::NoKeyName;
 use uf2fs_format::inode::{FileType, Inode, MAX_NAME_LEN};
 use uf2fs_format::nat::check_nid;
-use uf2fs_format::{CorruptKind, BLOCK_SIZE};
+use uf2fs_format::{Block, CorruptKind, BLOCK_SIZE};
 
 /// Blocks of directory data (i_size rounded up).
 fn dir_blocks(dir: &Inode) -> u64 {
@@ -289,5 +298,95 @@ impl crate::vol::Fs {
             Err(Error::Corrupt(CorruptKind::NidRange { .. })) => Ok(false),
             Err(e) => Err(e),
         }
+    }
+}
+
+/// Blocks of a directory as a reader sees them ([`Vol::dir_blocks`]).
+pub(crate) struct DirBlocks {
+    /// The directory's inode they were read through.
+    pub dir: std::sync::Arc<Inode>,
+    /// (file block, contents), holes left out.
+    pub blocks: Vec<(u64, Block)>,
+}
+
+// Changed dentry blocks: what readers see of the cache, and how changes fill and empty it
+// (`ns/dentry_cache.rs`).
+impl Vol {
+    /// Dentry block `fblk` of directory `ino`, stored at `addr`: the held copy if there is
+    /// one. For a caller under the write lock; readers go through [`Vol::dir_blocks`].
+    pub(crate) fn dentry_block(&self, ino: u32, fblk: u64, addr: u32) -> Result<Block> {
+        match self.dentries.get(ino, fblk) {
+            Some(b) => Ok(b),
+            None => self.read_data_block(addr.into(), "dentry block"),
+        }
+    }
+
+    /// The blocks of `dir` from `start` to `end` that have addresses (holes left out), as a
+    /// reader without the write lock must see them: a flush that ran meanwhile is detected by
+    /// the cache's generation and the blocks are read again, from the directory's inode as it
+    /// is now.
+    pub(crate) fn dir_blocks(&self, dir: &Inode, start: u64, end: u64) -> Result<DirBlocks> {
+        loop {
+            let generation = self.dentries.generation();
+            // Fetched after the generation: an inode from before a flush that let blocks go
+            // is never paired with the cache as it is after it.
+            let dir = self.inode(dir.ino)?;
+            let mut addrs = Vec::new();
+            self.for_each_addr(&dir, start, end, &mut |fblk, addr| {
+                addrs.push((fblk, addr));
+                Ok(())
+            })?;
+            let mut blocks = Vec::with_capacity(addrs.len());
+            for (fblk, addr) in addrs {
+                blocks.push((fblk, self.dentry_block(dir.ino, fblk, addr)?));
+            }
+            if self.dentries.generation() == generation {
+                return Ok(DirBlocks { dir, blocks });
+            }
+        }
+    }
+}
+
+impl crate::vol::Fs {
+    /// Stores the changed dentry block `fblk` of the directory being edited: held in memory
+    /// when it replaces a block on the device, written out of place now when it fills a hole.
+    pub(crate) fn put_dentry_block(
+        &self,
+        ws: &mut WriteState,
+        p: &mut Editing,
+        fblk: u64,
+        b: Block,
+    ) -> Result<()> {
+        if self.vol().options.dentry_cache && on_device(self.block_addr(p, fblk)?) {
+            self.vol().dentries.put(p.ino, fblk, b);
+            return Ok(());
+        }
+        self.write_data_blocks(ws, p, Log::HotData, &BTreeMap::from([(fblk, b)]))
+    }
+
+    /// Writes every held dentry block out of place (into the running change's batches, which
+    /// land before any checkpoint), then lets them go. Under the write lock.
+    pub(crate) fn flush_dentry_blocks(&self, ws: &mut WriteState) -> Result<()> {
+        let v = self.vol();
+        let by_dir = v.dentries.snapshot();
+        if by_dir.is_empty() {
+            return Ok(());
+        }
+        for (ino, blocks) in &by_dir {
+            let mut p = self.edit(*ino)?;
+            if p.inode.file_type != FileType::Directory || p.inode.has_inline_dentry() {
+                // Blocks are let go whenever a directory's blocks are freed (`punch`): one
+                // held for what is no directory with blocks now is a bug, not the volume's.
+                return Err(Error::InvalidArgument(
+                    "internal: a held dentry block of an inode that has no dentry blocks",
+                ));
+            }
+            self.write_data_blocks(ws, &mut p, Log::HotData, blocks)?;
+            self.commit(p)?;
+        }
+        // The new addresses are in the nodes (and the blocks in flight, readable): readers
+        // that looked at the cache before this go again (`Vol::dir_blocks`).
+        v.dentries.written(&by_dir);
+        Ok(())
     }
 }
