@@ -119,7 +119,46 @@ fn round_trip(name: &str, mkfs_args: &[&str]) {
         &extract_view(&img, &dir.join("x2")),
         &format!("{name}: uf2fs reads Linux's changes"),
     );
-    // 3. uf2fs changes the image Linux wrote; Linux reads it all.
+    // 3. uf2fs changes the image Linux wrote; Linux reads it all. First through the mount:
+    // a third of the 2000-entry directory removed, some names renamed in place and some
+    // made, all between two checkpoints (the changed dentry blocks held in memory until
+    // the unmount's checkpoint writes them).
+    let mp = dir.join("mnt");
+    let m = uf2fs_testkit::Mount::new(env!("CARGO_BIN_EXE_uf2fs").as_ref(), &img, &mp, &[]);
+    let big = mp.join("linux-dir/moved");
+    let mut names: Vec<_> = std::fs::read_dir(&big)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    names.sort();
+    assert!(
+        names.len() >= 2000,
+        "{} names in the big directory",
+        names.len()
+    );
+    for (i, n) in names.iter().enumerate() {
+        match i % 3 {
+            0 => std::fs::remove_file(big.join(n)).unwrap(),
+            1 if i % 7 == 1 => {
+                std::fs::rename(big.join(n), big.join(format!("renamed-{i}"))).unwrap();
+            }
+            _ => {}
+        }
+    }
+    for i in 0..100 {
+        std::fs::write(big.join(format!("made-after-{i}")), format!("{i}\n")).unwrap();
+    }
+    let held = run(Command::new(env!("CARGO_BIN_EXE_uf2fs"))
+        .args(["status", "--json"])
+        .arg(&mp));
+    let held: serde_json::Value = serde_json::from_str(&held).unwrap();
+    assert!(
+        held["dentry_cache"]["kept"].as_u64().unwrap() > 500,
+        "{name}: {}",
+        held["dentry_cache"]
+    );
+    m.umount();
+    assert_fsck_clean(&img);
     let more = dir.join("more");
     gen_tree(
         &more,
