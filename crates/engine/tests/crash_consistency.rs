@@ -398,6 +398,45 @@ fn create_and_fsync_in_new_directory() {
 }
 
 #[test]
+fn a_large_directory_changed_between_checkpoints() {
+    // Past the inline area, so that every change below rewrites a dentry block, which stays
+    // in memory until a checkpoint (`ns/dentry_cache.rs`): a crash before it loses those
+    // changes, except the entries of fsync'd new files, which recovery adds from their inodes
+    // into the blocks as the last checkpoint left them.
+    let mut r = Run::new();
+    let mut rng = Rng::new(12);
+    r.mkdir("big");
+    let name = |i: usize| format!("big/a-longer-name-for-the-entry-{i:04}");
+    for i in 0..240 {
+        r.create(&name(i));
+    }
+    r.sync();
+    for i in (0..240).step_by(3) {
+        r.unlink(&name(i));
+    }
+    for i in (1..240).step_by(9) {
+        r.rename(&name(i), &format!("big/renamed-{i}"));
+    }
+    for i in 240..250 {
+        let f = r.create(&name(i));
+        let d = bytes(&mut rng, 700);
+        r.write(f, 0, &d);
+        if i % 3 == 0 {
+            r.fsync(f, false);
+        }
+    }
+    r.sync();
+    for i in (2..240).step_by(5).filter(|i| i % 3 != 0 && i % 9 != 1) {
+        r.unlink(&name(i));
+    }
+    let f = r.create(&name(250));
+    let d = bytes(&mut rng, 5000);
+    r.write(f, 0, &d);
+    r.fsync(f, false);
+    sweep("a_large_directory_changed_between_checkpoints", r);
+}
+
+#[test]
 fn rename_over_existing_and_fsync() {
     let mut r = Run::new();
     let mut rng = Rng::new(4);
