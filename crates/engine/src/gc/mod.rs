@@ -283,6 +283,16 @@ impl Fs {
                 };
                 continue;
             }
+            // A checkpoint being written without the lock has taken its nodes' room, and they
+            // count as dirty until it lands: a paced change waits for it (without the lock)
+            // and looks again. In adaptive mode short of free sections `pace` leaves every
+            // change to this path, which until stop 35 gave up here instead: ENOSPC for every
+            // change while the background thread's checkpoint was written, on a volume 40% full
+            // (`uf2fs-bench io`, `tar -x` after random 4 KiB writes had spread a file over nearly
+            // every segment).
+            if let (Pace::Step { .. }, Some(p)) = (pace, &ws.cp.pending) {
+                break Ok(Room::Await(p.io.clone()));
+            }
             tracing::warn!("no space for {blocks} blocks: {writable} writable, {dirty} dirty nodes, {prefree} prefree, {} victims", ws.segs.candidates());
             break Err(Error::NoSpace);
         };
