@@ -65,7 +65,7 @@ impl Fs {
                 if empty {
                     self.punch(ws, &mut p, fblk, fblk + 1)?;
                 } else {
-                    self.put_dentry_block(ws, &mut p, fblk, b)?;
+                    self.put_dentry_block(ws, &mut p, fblk, old, b)?;
                 }
             }
         }

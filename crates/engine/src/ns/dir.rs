@@ -348,16 +348,18 @@ impl Vol {
 }
 
 impl crate::vol::Fs {
-    /// Stores the changed dentry block `fblk` of the directory being edited: held in memory
-    /// when it replaces a block on the device, written out of place now when it fills a hole.
+    /// Stores the changed dentry block `fblk` of the directory being edited, whose address
+    /// is `old` (the caller looked it up to read the block): held in memory when it replaces
+    /// a block on the device, written out of place now when it fills a hole.
     pub(crate) fn put_dentry_block(
         &self,
         ws: &mut WriteState,
         p: &mut Editing,
         fblk: u64,
+        old: u32,
         b: Block,
     ) -> Result<()> {
-        if self.vol().options.dentry_cache && on_device(self.block_addr(p, fblk)?) {
+        if self.vol().options.dentry_cache && on_device(old) {
             self.vol().dentries.put(p.ino, fblk, b);
             return Ok(());
         }

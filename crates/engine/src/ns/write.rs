@@ -599,7 +599,7 @@ impl Fs {
                     self.vol().dentry_block(parent, fblk, old)?
                 };
                 if insert_into_area(&mut b, false, name, ino, hash, ft) {
-                    self.put_dentry_block(ws, &mut p, fblk, b)?;
+                    self.put_dentry_block(ws, &mut p, fblk, old, b)?;
                     let end = (fblk + 1) * BLOCK_SIZE as u64;
                     if p.size() < end {
                         p.set_size(end);
