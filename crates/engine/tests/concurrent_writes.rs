@@ -396,9 +396,19 @@ fn a_reader_never_finds_a_linked_block_that_is_neither_in_flight_nor_written() {
         fs.write(a, (i * 256 * B) as u64, chunk).unwrap();
     }
     fs.sync().unwrap();
+    // Mounted again, nothing is cached: a node a change edits comes from the device unless
+    // it is dirty or was read since the mount (edits use the clean node cache too).
+    fs.unmount().unwrap();
+    let mut fs = Fs::with_device_rw(Box::new(dev.clone())).unwrap();
+    // Under `data_temp=age` the change would read the second dnode for its old slots before
+    // linking anything, and stop there with nothing linked: the window this test is about is
+    // the one between linking into the first dnode and reading the second.
+    let mut o = fs.options();
+    o.data_temp = uf2fs_engine::DataTemp::Off;
+    fs.set_options(o);
     // Block 1850 is in the first dnode whatever the inode's slot count: rewriting it leaves
-    // that dnode dirty in memory (linking into it reads nothing); the second is clean, so
-    // linking into it reads it from the device, where the gate stops the change.
+    // that dnode dirty in memory (linking into it reads nothing); the second is neither dirty
+    // nor cached, so linking into it reads it from the device, where the gate stops the change.
     let one = pattern(3, B);
     fs.write(a, (1850 * B) as u64, &one).unwrap();
     before[1850 * B..1851 * B].copy_from_slice(&one);

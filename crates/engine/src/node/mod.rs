@@ -234,8 +234,12 @@ impl Nodes {
             .unwrap_or([usize::MAX; 3])
     }
 
-    /// A node to change: the dirty copy (with its log) or the block on disk, checked to
-    /// belong to `ino` (its offset is the caller's to know).
+    /// A node to change: the dirty copy (with its log), the clean cached copy, or the block
+    /// on disk (then cached), checked to belong to `ino` (its offset is the caller's to know).
+    /// The clean cache is as current as the dirty map: every node a change dirties or a
+    /// checkpoint writes passes through [`Nodes::cached`]. Until stop 36 an edit skipped it
+    /// and read the device, so a random 4 KiB rewrite read its file's indirect node (and the
+    /// direct node, once for its old slot and again to set it) from the image each time.
     pub fn get_for_edit(
         &self,
         dev: &dyn BlockDevice,
@@ -243,25 +247,52 @@ impl Nodes {
         nid: u32,
         ino: u32,
     ) -> Result<(Block, Option<Log>)> {
+        self.get_shared(dev, nat, nid, ino)
+            .map(|(b, log)| (*b, log))
+    }
+
+    /// [`Nodes::get_for_edit`] without the copy: for a caller that only looks (the slot a
+    /// rewrite replaces, the child an indirect node names).
+    pub fn get_shared(
+        &self,
+        dev: &dyn BlockDevice,
+        nat: &Nat,
+        nid: u32,
+        ino: u32,
+    ) -> Result<(Arc<Block>, Option<Log>)> {
         if let Some((b, log)) = self
             .dirty
             .lock()
             .ok()
-            .and_then(|d| d.map.get(&nid).map(|(b, l)| (**b, *l)))
+            .and_then(|d| d.map.get(&nid).map(|(b, l)| (b.clone(), *l)))
         {
             return Ok((b, Some(log)));
         }
-        let (b, blkaddr) = fetch(dev, nat, nid, ino)?;
-        let f = Footer::of(&b);
-        if f.nid != nid || f.ino != ino {
-            return Err(CorruptKind::NodeFooter {
-                nid,
-                blkaddr,
-                what: "ino",
-                found: f.ino,
-                expected: ino,
+        let owned = |b: &Block, blkaddr: u32| {
+            let f = Footer::of(b);
+            if f.nid != nid || f.ino != ino {
+                return Err(CorruptKind::NodeFooter {
+                    nid,
+                    blkaddr,
+                    what: "ino",
+                    found: f.ino,
+                    expected: ino,
+                });
             }
-            .into());
+            Ok(())
+        };
+        let epoch = self.epoch.load(std::sync::atomic::Ordering::Acquire);
+        if let Some(b) = self.cache.lock().ok().and_then(|c| c.get(&nid).cloned()) {
+            owned(&b, 0)?;
+            return Ok((b, None));
+        }
+        let (b, blkaddr) = fetch(dev, nat, nid, ino)?;
+        owned(&b, blkaddr)?;
+        let b = Arc::new(b);
+        if let Ok(mut c) = self.cache.lock() {
+            if self.epoch.load(std::sync::atomic::Ordering::Acquire) == epoch {
+                crate::cache::insert_bounded(&mut c, self.cache_cap, nid, b.clone());
+            }
         }
         Ok((b, None))
     }

@@ -724,7 +724,7 @@ impl Fs {
         let by_age = log == Log::WarmData
             && e.inode.file_type == FileType::Regular
             && self.vol().options.data_temp == crate::space::DataTemp::Age;
-        let mut old_node: Option<(u32, Block)> = None;
+        let mut old_node: Option<(u32, std::sync::Arc<Block>)> = None;
         let push = |runs: &mut crate::data::Runs, addr: u32, data: &[u8], at| match at {
             Some(at) => runs.push_borrowed(addr, at),
             None => runs.push(addr, data),
@@ -825,7 +825,7 @@ impl Fs {
         e: &Editing,
         nid: u32,
         index: usize,
-        node: &mut Option<(u32, Block)>,
+        node: &mut Option<(u32, std::sync::Arc<Block>)>,
     ) -> Result<u32> {
         if nid == e.ino {
             return Ok(get32(&e.block, e.addr_slot(index)));
@@ -834,7 +834,7 @@ impl Fs {
             Some((n, b)) if *n == nid => b,
             _ => {
                 let v = self.vol();
-                let (b, _) = v.nodes.get_for_edit(&*v.dev, &v.nat, nid, e.ino)?;
+                let (b, _) = v.nodes.get_shared(&*v.dev, &v.nat, nid, e.ino)?;
                 &mut node.insert((nid, b)).1
             }
         };
@@ -1044,11 +1044,14 @@ impl Fs {
         is_dir: bool,
         dnode: bool,
     ) -> Result<u32> {
-        let (mut pb, plog) = self.node_for_edit(parent, e.ino, is_dir)?;
-        let nid = entry(&pb, index);
+        let v = self.vol();
+        let (shared, _) = v.nodes.get_shared(&*v.dev, &v.nat, parent, e.ino)?;
+        let nid = entry(&shared, index);
         if nid != 0 {
             return Ok(nid);
         }
+        drop(shared);
+        let (mut pb, plog) = self.node_for_edit(parent, e.ino, is_dir)?;
         let nid = self.new_node(ws, e, ofs, is_dir, dnode)?;
         put(&mut pb, index as usize * 4, &nid.to_le_bytes());
         self.vol().nodes.put_dirty(parent, pb, plog)?;
