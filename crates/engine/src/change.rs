@@ -10,6 +10,11 @@ use crate::state::WriteState;
 use crate::vol::Fs;
 use uf2fs_device::IoCause;
 
+/// How long a change short of the user's space waits for held orphans to be released
+/// (`Fs::room_for`): a release already sent is served within milliseconds; a file kept open
+/// costs a failing change this much before its ENOSPC.
+pub const ORPHAN_RELEASE_WAIT: std::time::Duration = std::time::Duration::from_millis(100);
+
 impl Fs {
     /// Runs a change under the write lock. Space for `blocks` new blocks (and for rewriting
     /// every dirty node at the next checkpoint) is checked before anything changes; an I/O
@@ -115,6 +120,18 @@ impl Fs {
             // `fresh` is at most `blocks`: asked only near full.
             let valid = ws.counts.valid_blocks;
             if valid + blocks > user && valid + fresh()? > user {
+                // An unlinked file that is still open keeps its blocks until its last handle
+                // is released. A FUSE kernel sends that release without waiting for it, so a
+                // program that closed and removed a file can ask for the space before the
+                // daemon has freed it (fstests generic/371: a loop writing and removing an
+                // 80 MiB file beside one allocating and removing another, on 256 MiB). While
+                // orphans are held, wait a little for their release before saying ENOSPC.
+                if !ws.orphans.list.is_empty() && asked.elapsed() < ORPHAN_RELEASE_WAIT {
+                    drop(ws);
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                    ws = self.ws()?;
+                    continue;
+                }
                 return Err(Error::NoSpace);
             }
             // The held dentry blocks are written by this change or the next checkpoint.

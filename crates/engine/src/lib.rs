@@ -28,6 +28,7 @@ pub mod victim;
 mod vol;
 
 pub use cache::{DEFAULT_CACHE_BYTES, MIN_CACHE_BYTES};
+pub use change::ORPHAN_RELEASE_WAIT;
 pub use check::CheckReport;
 pub use error::{Error, Result};
 pub use fs::{type_name, Attr, DirEntry, StatFs, WalkItem};

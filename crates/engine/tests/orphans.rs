@@ -148,3 +148,45 @@ fn requests_on_a_freed_inode_are_not_found_and_the_volume_goes_on() {
     assert_fsck_clean(&img);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A FUSE kernel sends RELEASE without waiting for it: a program that wrote a file, closed
+/// it and removed it can ask for its space again before the daemon has freed it (fstests
+/// generic/371). A change that finds the user's space short while orphans are held waits
+/// for their release, briefly, instead of failing with ENOSPC at once; with nothing held it
+/// fails at once.
+#[test]
+fn a_change_short_of_space_waits_for_an_orphan_being_released() {
+    let dir = scratch("orphan-release-wait");
+    let img = common::fresh_image(&dir, 128, 0);
+    let fs = Fs::open_rw(&img).unwrap();
+    let room = fs.statfs().blocks_avail * 4096;
+    let big = (room * 3 / 5) & !4095;
+    let a = fs
+        .create_node(fs.root_ino(), b"a", common::node(0o100644))
+        .unwrap();
+    for (i, chunk) in vec![1u8; big as usize].chunks(1 << 20).enumerate() {
+        fs.write(a, (i << 20) as u64, chunk).unwrap();
+    }
+    fs.hold(a).unwrap();
+    fs.unlink(fs.root_ino(), b"a").unwrap();
+    let b = fs
+        .create_node(fs.root_ino(), b"b", common::node(0o100644))
+        .unwrap();
+    // Both files do not fit at once: with `a` held, `b`'s space comes only from its release,
+    // and the wait for it is bounded.
+    let asked = std::time::Instant::now();
+    assert!(matches!(fs.fallocate(b, 0, 0, big), Err(Error::NoSpace)));
+    assert!(asked.elapsed() < std::time::Duration::from_secs(5));
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            fs.release(a).unwrap();
+        });
+        fs.fallocate(b, 0, 0, big)
+            .expect("the fallocate waits for the orphan's release and then fits");
+    });
+    assert_eq!(fs.inode(b).unwrap().size, big);
+    fs.unmount().unwrap();
+    assert_fsck_clean(&img);
+    let _ = std::fs::remove_dir_all(&dir);
+}
