@@ -157,7 +157,8 @@ impl Volume {
     /// `margin` available. The kernel sends a closed file's RELEASE without waiting for it,
     /// so a program that wrote a file, closed it and removed it can be writing again before
     /// the daemon has freed it (fstests generic/371, a write loop and an fallocate loop of 80
-    /// MiB each on 256 MiB, was stopped by ENOSPC in about one run of four).
+    /// MiB each on 256 MiB, was stopped by ENOSPC in some runs: docs/design.md, "Space still
+    /// held by a file being released").
     fn avail_after_releases(&self, margin: u64) -> u64 {
         let start = std::time::Instant::now();
         loop {
