@@ -143,34 +143,28 @@ impl Volume {
     /// margin with files whose pages then find no room at writeback and come back empty.
     fn room_for_new_inode(&self) -> Result<(), Errno> {
         let margin = self.kept_back();
-        if margin > 0
-            && self.fs.statfs().blocks_avail < margin
-            && self.avail_after_releases(margin) < margin
-        {
+        if margin > 0 && self.avail_after_releases(self.fs.statfs().blocks_avail, margin) < margin {
             return Err(Errno::ENOSPC);
         }
         Ok(())
     }
 
-    /// What statfs shows available once the orphans held now (files unlinked while open) are
-    /// released, waiting for that at most `ORPHAN_RELEASE_WAIT`, or at once with none held or
-    /// `margin` available. The kernel sends a closed file's RELEASE without waiting for it,
-    /// so a program that wrote a file, closed it and removed it can be writing again before
-    /// the daemon has freed it (fstests generic/371, a write loop and an fallocate loop of 80
-    /// MiB each on 256 MiB, was stopped by ENOSPC in some runs: docs/design.md, "Space still
-    /// held by a file being released").
-    fn avail_after_releases(&self, margin: u64) -> u64 {
-        let start = std::time::Instant::now();
-        loop {
-            let avail = self.fs.statfs().blocks_avail;
-            if avail >= margin
-                || self.fs.orphan_count() == 0
-                || start.elapsed() >= uf2fs_engine::ORPHAN_RELEASE_WAIT
-            {
-                return avail;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(1));
+    /// What statfs shows available (`avail` as just read) once the orphans held now (files
+    /// unlinked while open) are released, waiting for that at most the engine's
+    /// `ORPHAN_RELEASE_WAIT` (`Fs::await_orphan_releases`), or at once with none held or
+    /// `margin` available.
+    fn avail_after_releases(&self, avail: u64, margin: u64) -> u64 {
+        let mut avail = avail;
+        if avail >= margin {
+            return avail;
         }
+        let asked = std::time::Instant::now();
+        // An error here is a failed volume, which the write itself reports.
+        let _ = self.fs.await_orphan_releases(asked, || {
+            avail = self.fs.statfs().blocks_avail;
+            Ok(avail >= margin)
+        });
+        avail
     }
 
     /// A write from the page cache failed with `e` (the kernel has already dropped its
@@ -1101,10 +1095,7 @@ impl Filesystem for Volume {
                 // be rewritten.)
                 if let Some(before) = avail_before {
                     let after = self.fs.statfs().blocks_avail;
-                    if after < before
-                        && after < margin
-                        && self.avail_after_releases(margin) < margin
-                    {
+                    if after < before && self.avail_after_releases(after, margin) < margin {
                         self.mark_writer(ino, nid, Errno::ENOSPC);
                     }
                 }

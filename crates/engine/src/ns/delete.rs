@@ -129,14 +129,6 @@ impl Fs {
         })
     }
 
-    /// How many orphans (unlinked files still open) wait for their last release. Their blocks
-    /// count as used until then; a FUSE kernel sends the release of a closed file without
-    /// waiting for it, so a caller short of space may find it on its way (see
-    /// `ORPHAN_RELEASE_WAIT` in change.rs).
-    pub fn orphan_count(&self) -> usize {
-        self.ws().map(|ws| ws.orphans.list.len()).unwrap_or(0)
-    }
-
     /// Keeps `ino` alive while it is open: unlinking its last name makes it an orphan
     /// (recorded at checkpoints) until the matching [`Fs::release`].
     pub fn hold(&self, ino: u32) -> Result<()> {
