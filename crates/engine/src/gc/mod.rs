@@ -655,10 +655,15 @@ impl Fs {
         let v = self.vol();
         let nid = sum.nid.get();
         let ofs = usize::from(sum.ofs_in_node.get());
-        let Ok(Some(ne)) = v.nat.lookup(&*v.dev, nid) else {
+        // A node made since the last checkpoint has no address yet (NEW_ADDR): it lives in
+        // the dirty map, and its data is as movable as any (the files a fill made after its
+        // last checkpoint were once all counted stale here).
+        let Ok(ne) = v.nat.entry(&*v.dev, nid) else {
             return Ok(None);
         };
-        if ne.version != sum.version {
+        let placed = v.layout.in_main(ne.block_addr)
+            || (ne.block_addr == uf2fs_format::NEW_ADDR && v.nodes.is_dirty(nid));
+        if ne.is_free() || !placed || ne.version != sum.version {
             return Ok(None);
         }
         let ino = ne.ino;
