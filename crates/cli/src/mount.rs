@@ -371,11 +371,13 @@ fn print_status(out: &mut impl Write, v: &Value) -> std::io::Result<()> {
     {
         writeln!(
             out,
-            "allocation:   mode {}, ipu {}: {} blocks into the holes of {} used segments, {} rewritten in place",
+            "allocation:   mode {}, ipu {}: {} blocks into the holes of {} used data segments, {} nodes into {} node segments, {} rewritten in place",
             v.pointer("/gc/mode").and_then(Value::as_str).unwrap_or("-"),
             v.pointer("/gc/ipu").and_then(Value::as_str).unwrap_or("-"),
             n("/gc/ssr_blocks"),
             n("/gc/ssr_segments"),
+            n("/gc/ssr_node_blocks"),
+            n("/gc/ssr_node_segments"),
             n("/gc/ipu_blocks")
         )?;
         writeln!(

@@ -1,8 +1,8 @@
 //! Round trips with Linux 6.1 on a volume kept nearly full under rewrites, so that both sides
 //! clean, fill holes and rewrite in place (issue 13's edge cases):
-//! 1. on an image mkfs.f2fs made, uf2fs rewrites through its mount in `mode=adaptive` (holes
-//!    and in-place updates), then in `mode=lfs` (the cleaner moves data; young blocks'
-//!    rewrites go to the hot data log), then `uf2fs gc`;
+//! 1. on an image mkfs.f2fs made, uf2fs rewrites through its mount in `mode=adaptive` (data
+//!    and node holes, and in-place updates), then in `mode=lfs` (the cleaner moves data;
+//!    young blocks' rewrites go to the hot data log), then `uf2fs gc`;
 //!    fsck.f2fs is clean and Linux shows exactly the tree uf2fs shows;
 //! 2. Linux rewrites the same files with the same program (it cleans and recycles holes its
 //!    own way) and leaves the image with its logs as they are; fsck.f2fs is clean;
@@ -122,6 +122,13 @@ fn cleaned_volumes_round_trip_with_linux() {
     assert!(
         n(&st, "/gc/ipu_blocks") > 0,
         "no O_SYNC rewrite in place: {}",
+        st["gc"]
+    );
+    // The node logs too (the fsync chains of the big file's rewrites): Linux and fsck.f2fs
+    // below judge node segments filled hole by hole, and a warm node log left in SSR mode.
+    assert!(
+        n(&st, "/gc/ssr_node_blocks") > 0,
+        "no node went into a hole: {}",
         st["gc"]
     );
     m.umount();

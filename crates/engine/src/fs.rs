@@ -399,11 +399,24 @@ impl Fs {
             }
         }
         if !m.has_node_summaries {
-            // Rebuild the node logs' summaries from the footers of the blocks written so far.
+            // Rebuild the node logs' summaries from the footers of the blocks written so far:
+            // those before `blkoff`, or in a log filling holes (SSR) every valid block of its
+            // segment, since the log's summary becomes the segment's when the log leaves it.
             for (i, c) in m.cp.cursegs.iter().enumerate().skip(3) {
                 let base = u64::from(layout.main)
                     + u64::from(c.segno) * u64::from(uf2fs_format::BLOCKS_PER_SEG);
-                for off in 0..usize::from(c.blkoff) {
+                let valid = sit.get(c.segno as usize).map(|e| e.valid_map);
+                let written = |off: usize| {
+                    if c.alloc_type == 0 {
+                        off < usize::from(c.blkoff)
+                    } else {
+                        valid
+                            .as_ref()
+                            .and_then(|m| m.get(off / 8))
+                            .is_some_and(|b| b & (0x80 >> (off % 8)) != 0)
+                    }
+                };
+                for off in (0..uf2fs_format::BLOCKS_PER_SEG as usize).filter(|&o| written(o)) {
                     let b = read_block(dev, base + off as u64, IoCause::Node, "node block")?;
                     let nid = uf2fs_format::node::Footer::of(&b).nid;
                     if let Some(e) = sums.get_mut(i).and_then(|v| v.get_mut(off)) {

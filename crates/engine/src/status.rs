@@ -121,8 +121,10 @@ impl Fs {
                         hot_rewrites: ws.segs.temperature_counts().0,
                         warm_rewrites: ws.segs.temperature_counts().1,
                         hot_age_limit: ws.segs.temperature_counts().2,
-                        ssr_segments: ws.segs.slack_counts().0,
-                        ssr_blocks: ws.segs.slack_counts().1,
+                        ssr_segments: ws.segs.slack_counts().data_segments,
+                        ssr_blocks: ws.segs.slack_counts().data_blocks,
+                        ssr_node_segments: ws.segs.slack_counts().node_segments,
+                        ssr_node_blocks: ws.segs.slack_counts().node_blocks,
                         ..ws.gc.stats.clone()
                     },
                 ))

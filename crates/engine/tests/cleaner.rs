@@ -328,6 +328,27 @@ fn synchronous_rewrites_of_a_volume_filled_to_enospc_keep_working() {
     assert!(gc.data_blocks_moved > 0, "{gc:?}");
 }
 
+/// Seed 001's job in `mode=adaptive`: each synchronous rewrite's fsync writes its file's
+/// nodes, and with free sections short the node logs fill the holes those writes leave in
+/// node segments, as Linux's do, instead of taking free sections that the cleaner must then
+/// make by moving the nodes still valid. In `mode=lfs` the cleaner moves them.
+#[test]
+fn node_logs_fill_holes_under_synchronous_rewrites() {
+    let lfs = rewrite_small_files("gc-node-holes-lfs", lfs, 20_000);
+    let holes = rewrite_small_files("gc-node-holes", adaptive, 20_000);
+    assert_eq!(lfs.ssr_node_blocks, 0, "{lfs:?}");
+    assert!(
+        holes.ssr_node_segments > 0 && holes.ssr_node_blocks > 5_000,
+        "the node logs took no holes: {holes:?}"
+    );
+    assert!(
+        holes.node_blocks_moved * 3 < lfs.node_blocks_moved,
+        "moved {} node blocks, {} in lfs mode",
+        holes.node_blocks_moved,
+        lfs.node_blocks_moved
+    );
+}
+
 /// Fills a 192 MiB volume with 32 KiB files until ENOSPC, then rewrites a random block of a
 /// random file and fsyncs it, `rewrites` times, with the options `set` gives; checks every
 /// file against a model after a remount, with fsck.f2fs clean, and that the cleaner found no

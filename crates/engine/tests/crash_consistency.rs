@@ -829,12 +829,7 @@ fn rewrites_into_holes_with_fsync() {
     const FILE: usize = 16 * 4096;
     let avail = r.fs.statfs().blocks_avail as usize;
     let count = avail * 4096 * 88 / 100 / FILE;
-    let files: Vec<u32> = (0..count).map(|i| r.create(&format!("f{i}"))).collect();
-    for &f in &files {
-        let d = bytes(&mut rng, FILE);
-        r.write(f, 0, &d);
-    }
-    r.sync();
+    let files = r.fill_files(count, FILE, &mut rng);
     let rewrites = count * 14;
     for i in 0..rewrites {
         let k = rng.below(count as u64) as usize;
@@ -852,6 +847,47 @@ fn rewrites_into_holes_with_fsync() {
     assert!(gc.ssr_blocks > 0, "the workload did not fill holes: {gc:?}");
     eprintln!("rewrites_into_holes_with_fsync: {count} files, {rewrites} rewrites, {gc:?}");
     sweep("rewrites_into_holes_with_fsync", r);
+}
+
+/// Seed 001's shape in `mode=adaptive` near full: every rewrite is fsync'd, so each writes
+/// its file's inode to the roll-forward chain, and with free sections short the warm node
+/// log fills the holes earlier chains left in node segments: the chain runs from hole to
+/// hole, each node naming the next. A crash anywhere must replay every acknowledged fsync,
+/// and never follow the chain into a hole whose old node a durable checkpoint still names.
+#[test]
+fn synchronous_rewrites_through_node_holes() {
+    let mut r = Run::new();
+    r.fs.set_options(Options {
+        mode: AllocMode::Adaptive,
+        ipu: IpuPolicy::Off,
+        ..r.fs.options()
+    });
+    let mut rng = Rng::new(21);
+    const FILE: usize = 4 * 4096;
+    let avail = r.fs.statfs().blocks_avail as usize;
+    // Each file takes an inode block beside its four data blocks: about 80% full.
+    let count = avail * 4096 * 64 / 100 / FILE;
+    let files = r.fill_files(count, FILE, &mut rng);
+    let rewrites = count * 4;
+    for i in 0..rewrites {
+        let k = rng.below(count as u64) as usize;
+        let at = rng.below(4) as usize * 4096;
+        let b = bytes(&mut rng, 4096);
+        r.write(files[k], at, &b);
+        r.fsync(files[k], i % 2 == 1);
+        if i % 1500 == 1499 {
+            r.sync();
+        }
+    }
+    let gc = r.fs.status().unwrap().gc;
+    assert!(
+        gc.ssr_node_blocks > 0,
+        "the node log filled no holes: {gc:?}"
+    );
+    eprintln!(
+        "synchronous_rewrites_through_node_holes: {count} files, {rewrites} rewrites, {gc:?}"
+    );
+    sweep("synchronous_rewrites_through_node_holes", r);
 }
 
 /// `ipu=force` (Linux's default on small volumes): a file whose pointers are all durable has

@@ -509,6 +509,48 @@ fn large_write(r: &mut Run) -> Span {
     span
 }
 
+/// `mode=adaptive` near full, every rewrite fsync'd: once free sections run short the warm
+/// node log fills the holes of node segments, so the roll-forward chain runs from hole to
+/// hole. Goes on until at least 30 fsyncs since the last checkpoint wrote their nodes into
+/// holes; the crash image is the whole log (every fsync complete), which Linux must replay.
+fn node_holes(r: &mut Run) {
+    r.fs.set_options(uf2fs_engine::Options {
+        mode: uf2fs_engine::AllocMode::Adaptive,
+        ipu: uf2fs_engine::IpuPolicy::Off,
+        ..r.fs.options()
+    });
+    let mut rng = Rng::new(63);
+    const FILE: usize = 4 * 4096;
+    let avail = r.fs.statfs().blocks_avail as usize;
+    let count = avail * 4096 * 64 / 100 / FILE;
+    let files = r.fill_files(count, FILE, &mut rng);
+    let counts = |r: &Run| {
+        let s = r.fs.status().unwrap();
+        (s.checkpoints.written, s.gc.ssr_node_blocks)
+    };
+    let (mut cps, mut holes) = counts(r);
+    let mut since = 0;
+    for i in 0..count * 8 {
+        let k = rng.below(count as u64) as usize;
+        let d = rng.bytes(4096);
+        r.write(files[k], rng.below(4) as usize * 4096, &d);
+        r.fsync(files[k], i % 2 == 1);
+        let (c, h) = counts(r);
+        if c != cps {
+            (cps, holes, since) = (c, h, 0);
+        } else if h > holes {
+            (holes, since) = (h, since + 1);
+        }
+        if since >= 30 {
+            return;
+        }
+    }
+    panic!(
+        "no run of 30 fsyncs through node holes after a checkpoint: {:?}",
+        r.fs.status().unwrap().gc
+    );
+}
+
 #[test]
 fn linux_recovers_uf2fs_crash_images() {
     let started = std::time::Instant::now();
@@ -553,8 +595,25 @@ fn linux_recovers_uf2fs_crash_images() {
         );
     }
 
+    let mut r = Run::new();
+    node_holes(&mut r);
+    let (log, m) = r.crash();
+    let end = log.events().len();
+    let c = Cut {
+        what: "the end of the log: fsync chains through node holes, every fsync complete".into(),
+        q: end,
+        prefix: end,
+        also: Vec::new(),
+        expected_warning: None,
+    };
+    let p = judge_in_linux("node_holes", &log, &m, &c, &dir.join("n0"));
+    failures.extend(
+        p.into_iter()
+            .map(|p| format!("node_holes, {}: {p}", c.what)),
+    );
+
     println!(
-        "5 crash images in Linux: {} failures; {:.1} s",
+        "6 crash images in Linux: {} failures; {:.1} s",
         failures.len(),
         started.elapsed().as_secs_f64()
     );

@@ -471,14 +471,12 @@ pub(crate) fn write_nodes(
         if old.block_addr != 0 {
             ws.segs.invalidate(old.block_addr);
         }
-        let addr = ws.segs.alloc(
-            *log,
-            RawSummary {
-                nid: nid.into(),
-                ..Default::default()
-            },
-        )?;
-        let next = ws.segs.next_addr(*log)?;
+        let sum = RawSummary {
+            nid: nid.into(),
+            ..Default::default()
+        };
+        let addr = ws.segs.alloc(*log, sum, &mut |s| vol.read_ssa(s))?;
+        let next = ws.segs.next_addr(*log, &mut |s| vol.read_ssa(s))?;
         let mut b: Block = *block;
         let m = marks(nid, &b);
         seal_node(vol, &mut b, nid, cp_ver, next, m);

@@ -53,9 +53,11 @@ pub struct GcStats {
     /// Where data goes when free sections run short (`adaptive` or `lfs`).
     pub mode: &'static str,
     /// Used data segments a data log took to fill their holes (slack space recycling), and
-    /// the blocks written into holes.
+    /// the blocks written into holes; the same for node segments and node logs.
     pub ssr_segments: u64,
     pub ssr_blocks: u64,
+    pub ssr_node_segments: u64,
+    pub ssr_node_blocks: u64,
     /// Which rewrites go in place (`fsync`, `force` or `off`), and the blocks rewritten so.
     pub ipu: &'static str,
     pub ipu_blocks: u64,

@@ -781,9 +781,7 @@ impl Fs {
                 version,
                 ofs_in_node: (index as u16).into(),
             };
-            let addr = ws
-                .segs
-                .alloc_data(log, sum, &mut |s| self.vol().read_ssa(s))?;
+            let addr = ws.segs.alloc(log, sum, &mut |s| self.vol().read_ssa(s))?;
             push(&mut runs, addr, data, at);
             match links.last_mut() {
                 Some((n, slots)) if *n == nid => slots.push((index, addr)),

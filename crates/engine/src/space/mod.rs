@@ -7,17 +7,17 @@
 //! segment left with no valid block becomes *prefree* and is handed out again only after the
 //! next checkpoint, since the last durable checkpoint may still point into it.
 //!
-//! In `mode=adaptive`, a data log short of a segment while free sections run short takes the
-//! holes of a used data segment instead (slack space recycling, `slack.rs`), skipping every
-//! block a durable checkpoint or fsync chain may still name. A log the image left in SSR mode
-//! continues the same way in `mode=adaptive`, and is closed at its first allocation in
-//! `mode=lfs`.
+//! In `mode=adaptive`, a log short of a segment while free sections run short takes the holes
+//! of a used segment of its kind (data or node) instead (slack space recycling, `slack.rs`),
+//! skipping every block a durable checkpoint or fsync chain may still name. A log the image
+//! left in SSR mode continues the same way in `mode=adaptive`, and is closed at its first
+//! allocation in `mode=lfs`.
 
 use crate::error::{Error, Result};
 
 mod sections;
 pub(crate) mod sit;
-mod slack;
+pub(crate) mod slack;
 mod temp;
 
 pub use sections::Policy;
@@ -62,6 +62,15 @@ impl Log {
 
     pub fn is_node(self) -> bool {
         self as usize >= 3
+    }
+}
+
+/// The kind of segment a log writes.
+fn kind_of(log: Log) -> VictimKind {
+    if log.is_node() {
+        VictimKind::Node
+    } else {
+        VictimKind::Data
     }
 }
 
@@ -287,12 +296,13 @@ impl Space {
 
     /// The address the next block of `log` will get, opening a new segment now if the log's
     /// segment is full, so that a node can name its successor (`next_blkaddr`, the chain
-    /// roll-forward recovery follows).
-    pub fn next_addr(&mut self, log: Log) -> Result<u32> {
+    /// roll-forward recovery follows). In hole-filling mode that is the next usable hole, in
+    /// this segment or in the next one the log takes.
+    pub fn next_addr(&mut self, log: Log, read_ssa: ReadSsa) -> Result<u32> {
         let log = self.route(log);
         let i = log as usize;
         if self.cursegs.get(i).is_none_or(Curseg::needs_segment) {
-            self.new_segment(log, None)?;
+            self.new_segment(log, Some(read_ssa))?;
         }
         let c = self
             .cursegs
@@ -483,23 +493,14 @@ impl Space {
         true
     }
 
-    /// Allocates the next block of node log `log` for the owner `sum`.
-    pub fn alloc(&mut self, log: Log, sum: RawSummary) -> Result<u32> {
-        self.alloc_in(log, sum, None)
-    }
-
-    /// Allocates the next block of data log `log` for the owner `sum`. A log that needs a new
-    /// segment while free ones run short takes one with holes in `mode=adaptive`; `read_ssa`
-    /// gives that segment's summary when no newer one is in memory.
-    pub fn alloc_data(&mut self, log: Log, sum: RawSummary, read_ssa: ReadSsa) -> Result<u32> {
-        self.alloc_in(log, sum, Some(read_ssa))
-    }
-
-    fn alloc_in(&mut self, log: Log, sum: RawSummary, read_ssa: Option<ReadSsa>) -> Result<u32> {
+    /// Allocates the next block of `log` for the owner `sum`. A log that needs a new segment
+    /// while free ones run short takes one with holes of its kind in `mode=adaptive`;
+    /// `read_ssa` gives that segment's summary when no newer one is in memory.
+    pub fn alloc(&mut self, log: Log, sum: RawSummary, read_ssa: ReadSsa) -> Result<u32> {
         let log = self.route(log);
         let i = log as usize;
         if self.cursegs.get(i).is_none_or(Curseg::needs_segment) {
-            self.new_segment(log, read_ssa)?;
+            self.new_segment(log, Some(read_ssa))?;
         }
         let main = self.layout.main;
         let c = self
@@ -515,7 +516,7 @@ impl Space {
         let addr = main + segno * BLOCKS_PER_SEG + off as u32;
         self.validate(addr);
         if holes {
-            self.slack.blocks_written += 1;
+            self.slack.taken.block(kind_of(log));
             let next = self.next_hole(segno, off + 1);
             if let Some(c) = self.cursegs.get_mut(i) {
                 c.next = next;
@@ -534,27 +535,36 @@ impl Space {
             .unwrap_or(ENTRIES_IN_SUM) as u16
     }
 
-    /// Offers data segment `segno`'s usable holes to the data logs, or withdraws them, as it
-    /// now stands: a data segment in use that is no log's, not prefree and not held by
-    /// recovery.
+    /// Offers segment `segno`'s usable holes to the logs of its kind, or withdraws them, as it
+    /// now stands: a segment in use that is no log's, not prefree and not held by recovery.
     fn offer_holes(&mut self, segno: u32) {
         if !self.slack.is_on() {
             return;
         }
-        let occupied = self.entries.get(segno as usize).and_then(|e| {
-            let usable = e.seg_type < Log::HotNode as u8
-                && e.valid_blocks > 0
-                && !self.is_curseg(segno)
-                && !self.prefree.contains(&segno)
-                && !self.reserved.contains(&segno);
-            usable.then(|| self.slack.occupied(segno, &e.valid_map))
-        });
-        self.slack.offer(segno, occupied);
+        let Some(e) = self.entries.get(segno as usize) else {
+            return;
+        };
+        let kind = if e.seg_type < Log::HotNode as u8 {
+            VictimKind::Data
+        } else {
+            VictimKind::Node
+        };
+        // Not a section the cleaner is emptying either: its nodes wait for the checkpoint
+        // that moves them (`set_unmovable`), and that checkpoint should free it.
+        let sps = self.layout.segs_per_sec.max(1);
+        let usable = e.valid_blocks > 0
+            && !self.is_curseg(segno)
+            && !self.prefree.contains(&segno)
+            && !self.reserved.contains(&segno)
+            && !self.unmovable.contains(&(segno / sps));
+        let occupied = usable.then(|| self.slack.occupied(segno, &e.valid_map));
+        self.slack.offer(segno, kind, occupied);
     }
 
-    /// Lets data logs fill holes (`mode=adaptive`) when fewer than `below` blocks are free, or
-    /// not (`mode=lfs`). A log the image left in SSR mode is taken over (adaptive) or closed
-    /// at its first allocation (lfs).
+    /// Lets logs fill holes (`mode=adaptive`) when fewer than `below` blocks are free, or not
+    /// (`mode=lfs`). A log the image left in SSR mode is taken over (adaptive) or closed at its
+    /// first allocation (lfs); a node log's summary then covers every valid block of its
+    /// segment (the mount reads them from the nodes' footers).
     pub fn set_slack(&mut self, on: bool, below: u64) {
         let on = on && !self.read_only;
         self.slack.set(on, below);
@@ -562,8 +572,7 @@ impl Space {
             let Some(c) = self.cursegs.get(i) else {
                 continue;
             };
-            let is_data = i < Log::HotNode as usize;
-            if c.alloc_type == 1 && is_data {
+            if c.alloc_type == 1 {
                 let (segno, from) = (c.segno, usize::from(c.next));
                 let next = self.next_hole(segno, from);
                 if let Some(c) = self.cursegs.get_mut(i) {
@@ -594,9 +603,14 @@ impl Space {
             .then(|| (self.slack.usable(), self.slack.held()))
     }
 
-    /// Segments data logs took for their holes, and blocks written into holes.
-    pub fn slack_counts(&self) -> (u64, u64) {
-        (self.slack.segments_taken, self.slack.blocks_written)
+    /// The free blocks below which logs take holes (`mode=adaptive`), if they may.
+    pub fn slack_below(&self) -> Option<u64> {
+        self.slack.below()
+    }
+
+    /// Segments logs took for their holes, and blocks written into holes, data and node.
+    pub fn slack_counts(&self) -> slack::Counts {
+        self.slack.taken
     }
 
     /// Moves every full log to a new segment: a checkpoint may not record a log at offset
@@ -615,18 +629,18 @@ impl Space {
         Ok(())
     }
 
-    /// Closes the log's segment (its summary goes to the SSA) and opens a free one, or, for
-    /// a data log given `read_ssa` while free segments run short in `mode=adaptive`, the used
-    /// data segment with the most usable holes.
+    /// Closes the log's segment (its summary goes to the SSA) and opens a free one, or, given
+    /// `read_ssa` while free segments run short in `mode=adaptive`, the used segment of the
+    /// log's kind with the most usable holes.
     fn new_segment(&mut self, log: Log, read_ssa: Option<ReadSsa>) -> Result<()> {
         let Some(old) = self.cursegs.get(log as usize).cloned() else {
             return Err(Error::InvalidArgument("no such log"));
         };
         self.close(log, &old);
         let sps = self.layout.segs_per_sec.max(1);
-        if let Some(read_ssa) = read_ssa.filter(|_| !log.is_node()) {
+        if let Some(read_ssa) = read_ssa {
             if self.slack.is_on() && self.slack.wanted(self.writable_blocks()) {
-                while let Some(segno) = self.slack.pick() {
+                while let Some(segno) = self.slack.pick(kind_of(log)) {
                     if self.take_holes(log, segno, &mut *read_ssa)? {
                         self.left(old.segno);
                         return Ok(());
@@ -717,15 +731,16 @@ impl Space {
         self.offer_holes(segno);
     }
 
-    /// Makes used data segment `segno` data log `log`'s, in SSR mode: its summary (with the
-    /// entries of the blocks still valid) is the log's, and the log writes its usable holes.
+    /// Makes used segment `segno` log `log`'s (of the same kind), in SSR mode: its summary
+    /// (with the entries of the blocks still valid) is the log's, and the log writes its
+    /// usable holes.
     /// False, with the segment withdrawn, if it has no usable hole after all (never expected:
     /// the index and the maps change together).
     fn take_holes(&mut self, log: Log, segno: u32, read_ssa: ReadSsa) -> Result<bool> {
         let next = self.next_hole(segno, 0);
         if usize::from(next) >= ENTRIES_IN_SUM {
             tracing::warn!("segment {segno} was offered for its holes but has none");
-            self.slack.offer(segno, None);
+            self.slack.offer(segno, kind_of(log), None);
             return Ok(false);
         }
         let sum = self.summary_of(segno, read_ssa)?;
@@ -748,7 +763,7 @@ impl Space {
                 sum,
             };
         }
-        self.slack.segments_taken += 1;
+        self.slack.taken.segment(kind_of(log));
         let sps = self.layout.segs_per_sec.max(1);
         self.refresh(segno / sps);
         self.offer_holes(segno);
@@ -854,6 +869,9 @@ impl Space {
     pub fn set_unmovable(&mut self, sec: u32) {
         self.unmovable.insert(sec);
         self.refresh(sec);
+        for segno in self.section_segments(sec) {
+            self.offer_holes(segno);
+        }
     }
 
     /// Segments of section `sec`.

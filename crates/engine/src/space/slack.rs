@@ -1,7 +1,9 @@
-//! Slack space recycling (SSR, `mode=adaptive`): when free sections run short, a data log
-//! that needs a new segment takes the holes of a used data segment instead of a free one, as
-//! Linux does, so that rewrites fill the space earlier rewrites freed without the cleaner
-//! moving anything.
+//! Slack space recycling (SSR, `mode=adaptive`): when free sections run short, a log that
+//! needs a new segment takes the holes of a used segment of its kind (data or node) instead of
+//! a free one, as Linux does, so that rewrites fill the space earlier rewrites freed without
+//! the cleaner moving anything. A node log's holes carry the fsync chain like any of its
+//! blocks: each node names the next hole (`Space::next_addr`), and roll-forward recovery
+//! follows those addresses.
 //!
 //! A hole may be written only if nothing durable can still point at it. A block freed since
 //! the last checkpoint was prepared may be named by that checkpoint, or by the roll-forward
@@ -14,9 +16,11 @@
 //! pointer into whatever SSR wrote there.
 //!
 //! The segments whose holes may be used are kept in a [`VictimIndex`] keyed by their
-//! *occupied* blocks (valid or held), so that the one with the most usable holes is found
-//! exactly and without a scan, and `usable` counts every usable hole they hold, for the room
-//! check before a change.
+//! *occupied* blocks (valid or held), data and node segments apart, so that the one with the
+//! most usable holes is found exactly and without a scan, and `usable` counts every usable
+//! hole the data segments hold, for the room check before a change. (Node holes are not
+//! counted there: a checkpoint's nodes are still reckoned in free sections, so the room check
+//! stays what it was, and the holes only spare the free sections it keeps.)
 
 use crate::victim::{Kind, PickOptions, Policy, VictimIndex};
 use std::collections::HashMap;
@@ -34,13 +38,37 @@ pub(crate) struct Slack {
     held_old: HashMap<u32, Map>,
     /// Blocks held in both generations.
     held: u64,
-    /// Data segments with usable holes, keyed by occupied blocks (only while `on`).
+    /// Segments with usable holes, keyed by occupied blocks, by kind (only while `on`).
     index: VictimIndex,
-    /// Usable holes in the indexed segments.
+    /// Usable holes in the indexed data segments.
     usable: u64,
-    /// Segments a data log took for their holes, and blocks written into holes.
-    pub segments_taken: u64,
-    pub blocks_written: u64,
+    /// Segments a log took for their holes, and blocks written into holes, data and node.
+    pub taken: Counts,
+}
+
+/// Segments taken for their holes and blocks written there, by kind.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct Counts {
+    pub data_segments: u64,
+    pub data_blocks: u64,
+    pub node_segments: u64,
+    pub node_blocks: u64,
+}
+
+impl Counts {
+    pub fn segment(&mut self, kind: Kind) {
+        match kind {
+            Kind::Data => self.data_segments += 1,
+            Kind::Node => self.node_segments += 1,
+        }
+    }
+
+    pub fn block(&mut self, kind: Kind) {
+        match kind {
+            Kind::Data => self.data_blocks += 1,
+            Kind::Node => self.node_blocks += 1,
+        }
+    }
 }
 
 fn test(map: &Map, off: usize) -> bool {
@@ -59,8 +87,7 @@ impl Slack {
             index: VictimIndex::new(main_segments, BLOCKS_PER_SEG)
                 .map_err(|e| crate::error::Error::Unsupported(format!("slack space index: {e}")))?,
             usable: 0,
-            segments_taken: 0,
-            blocks_written: 0,
+            taken: Counts::default(),
         })
     }
 
@@ -75,12 +102,17 @@ impl Slack {
         self.below = below;
         if !on {
             for seg in 0..self.index.sections() {
-                self.offer(seg, None);
+                self.offer(seg, Kind::Data, None);
             }
         }
     }
 
-    /// Whether a data log short of a segment should take holes, with `writable` free blocks.
+    /// The free blocks below which logs take holes, while hole filling is on.
+    pub fn below(&self) -> Option<u64> {
+        self.on.then_some(self.below)
+    }
+
+    /// Whether a log short of a segment should take holes, with `writable` free blocks.
     pub fn wanted(&self, writable: u64) -> bool {
         self.on && writable < self.below
     }
@@ -141,19 +173,22 @@ impl Slack {
         old.into_keys().collect()
     }
 
-    /// Offers `segno` for hole filling with `occupied` blocks, or withdraws it (`None`).
-    pub fn offer(&mut self, segno: u32, occupied: Option<u32>) {
+    /// Offers `segno`, a segment of `kind`, for hole filling with `occupied` blocks, or
+    /// withdraws it (`None`).
+    pub fn offer(&mut self, segno: u32, kind: Kind, occupied: Option<u32>) {
         let occupied = occupied.filter(|&o| self.on && o < BLOCKS_PER_SEG);
-        let before = self.index.get(segno).map(|e| e.valid);
-        if before == occupied {
+        let before = self.index.get(segno).map(|e| (e.kind, e.valid));
+        if before == occupied.map(|o| (kind, o)) {
             return;
         }
-        if let Some(o) = before {
+        if let Some((Kind::Data, o)) = before {
             self.usable -= u64::from(BLOCKS_PER_SEG - o);
         }
         match occupied {
-            Some(o) if self.index.set(segno, Kind::Data, o, 0).is_ok() => {
-                self.usable += u64::from(BLOCKS_PER_SEG - o);
+            Some(o) if self.index.set(segno, kind, o, 0).is_ok() => {
+                if kind == Kind::Data {
+                    self.usable += u64::from(BLOCKS_PER_SEG - o);
+                }
             }
             _ => {
                 self.index.remove(segno);
@@ -161,17 +196,17 @@ impl Slack {
         }
     }
 
-    /// The segment with the most usable holes.
-    pub fn pick(&self) -> Option<u32> {
+    /// The segment of `kind` with the most usable holes.
+    pub fn pick(&self, kind: Kind) -> Option<u32> {
         let opts = PickOptions {
             data_first: false,
             node_gc_required: false,
-            only: Some(Kind::Data),
+            only: Some(kind),
         };
         self.index.pick(Policy::Greedy, 0, opts)
     }
 
-    /// Usable holes in segments a data log may take (the logs' own excluded).
+    /// Usable holes in data segments a data log may take (the logs' own excluded).
     pub fn usable(&self) -> u64 {
         self.usable
     }

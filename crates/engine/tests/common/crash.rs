@@ -433,6 +433,23 @@ impl Run {
         }
     }
 
+    /// `count` new files `f0`, `f1`... in the root, each `size` bytes from `rng`, then a
+    /// sync: the volume a rewrite workload starts from.
+    pub fn fill_files(
+        &mut self,
+        count: usize,
+        size: usize,
+        rng: &mut uf2fs_testkit::Rng,
+    ) -> Vec<u32> {
+        let files: Vec<u32> = (0..count).map(|i| self.create(&format!("f{i}"))).collect();
+        for &f in &files {
+            let d = rng.bytes(size);
+            self.write(f, 0, &d);
+        }
+        self.sync();
+        files
+    }
+
     pub fn sync(&mut self) {
         self.fs.sync().unwrap_or_else(|e| panic!("sync: {e}"));
         let at = self.pos();
