@@ -349,6 +349,76 @@ fn node_logs_fill_holes_under_synchronous_rewrites() {
     );
 }
 
+/// A node log filling holes when the volume stops without an unmount (no node summaries in
+/// the checkpoint pack): the next mount rebuilds the log's summary from the footers of every
+/// valid node of its segment, so that when the log leaves the segment, the summary it writes
+/// names each node still there (fsck.f2fs checks every node against its summary entry).
+#[test]
+fn a_node_log_in_holes_goes_on_after_a_stop_without_unmount() {
+    let dir = scratch("gc-node-holes-crash");
+    let img = image(&dir, 192, None, 1);
+    let open = || {
+        let mut fs = Fs::open_rw(&img).unwrap();
+        let mut o = fs.options();
+        adaptive(&mut o);
+        fs.set_options(o);
+        fs
+    };
+    let fs = open();
+    let root = fs.root_ino();
+    let mut rng = Rng::new(9);
+    let mut files = Vec::new();
+    loop {
+        let name = format!("f{}", files.len());
+        let made = fs
+            .create_node(root, name.as_bytes(), common::node(0o100644))
+            .and_then(|ino| fs.write(ino, 0, &rng.bytes(8 * BS)).map(|_| ino));
+        match made {
+            Ok(ino) => files.push(ino),
+            Err(e) => {
+                assert_eq!(e.errno(), 28, "{e}");
+                break;
+            }
+        }
+    }
+    fs.sync().unwrap();
+    let rewrite = |fs: &Fs, rng: &mut Rng, n: usize| {
+        for _ in 0..n {
+            let ino = files[rng.below(files.len() as u64) as usize];
+            fs.write(ino, rng.below(8) * BS as u64, &rng.bytes(BS))
+                .unwrap();
+            fs.fsync(ino, false).unwrap();
+        }
+    };
+    // Rewrites, a sync, and a stop without unmount, until that sync left the warm node log
+    // filling holes.
+    let mut fs = Some(fs);
+    let mut stops = 0;
+    loop {
+        let live = fs.take().unwrap_or_else(open);
+        rewrite(&live, &mut rng, 500);
+        live.sync().unwrap();
+        drop(live);
+        stops += 1;
+        let warm_node = Fs::open(&img).unwrap().info().current_segments[4];
+        if warm_node.3 == "ssr" {
+            break;
+        }
+        assert!(
+            stops < 40,
+            "the warm node log never filled holes: {warm_node:?}"
+        );
+    }
+    // Mounted again (the summary rebuilt from the footers), the log fills the rest of its
+    // segment's holes and leaves it.
+    let fs = open();
+    rewrite(&fs, &mut rng, 3000);
+    let gc = fs.status().unwrap().gc;
+    assert!(gc.ssr_node_segments > 1, "{gc:?}");
+    fs.unmount().unwrap();
+    assert_fsck_clean(&img);
+}
+
 /// Fills a 192 MiB volume with 32 KiB files until ENOSPC, then rewrites a random block of a
 /// random file and fsyncs it, `rewrites` times, with the options `set` gives; checks every
 /// file against a model after a remount, with fsck.f2fs clean, and that the cleaner found no
