@@ -116,11 +116,14 @@ impl Fs {
         // change has waited its share already.
         let contended = asked.elapsed() >= std::time::Duration::from_millis(1);
         let mut waited_for_orphans = false;
-        loop {
+        // Past the user's space: `fresh` (at most `blocks`) is asked only near full.
+        let short = |ws: &WriteState| -> Result<bool> {
             let user = ws.cp.head.user_block_count.get();
-            // `fresh` is at most `blocks`: asked only near full.
             let valid = ws.counts.valid_blocks;
-            if valid + blocks > user && valid + fresh()? > user {
+            Ok(valid + blocks > user && valid + fresh()? > user)
+        };
+        loop {
+            if short(&ws)? {
                 // An unlinked file that is still open keeps its blocks until its last handle
                 // is released. A FUSE kernel sends that release without waiting for it, so a
                 // program that closed and removed a file can ask for the space before the
@@ -131,10 +134,7 @@ impl Fs {
                     return Err(Error::NoSpace);
                 }
                 drop(ws);
-                self.await_orphan_releases(asked, || {
-                    let ws = self.ws()?;
-                    Ok(ws.counts.valid_blocks + blocks <= ws.cp.head.user_block_count.get())
-                })?;
+                self.await_orphan_releases(asked, || Ok(!short(&*self.ws()?)?))?;
                 waited_for_orphans = true;
                 ws = self.ws()?;
                 continue;
@@ -172,8 +172,8 @@ impl Fs {
     }
 
     /// Waits, while files unlinked while open are still held, until `ready` (asked after each
-    /// millisecond's sleep) says what the caller needs is there, at most `ORPHAN_RELEASE_WAIT` from `asked`. Whether it is.
-    /// Called without the write lock. A FUSE kernel sends a closed file's RELEASE without
+    /// millisecond's sleep) says what the caller needs is there, at most
+    /// `ORPHAN_RELEASE_WAIT` from `asked`. Whether it is. Called without the write lock. A FUSE kernel sends a closed file's RELEASE without
     /// waiting for it, so a program that closed and removed a file can ask for its space
     /// before the daemon has freed it (fstests generic/371; docs/design.md, "Space still held
     /// by a file being released").

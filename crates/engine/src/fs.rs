@@ -405,15 +405,12 @@ impl Fs {
             for (i, c) in m.cp.cursegs.iter().enumerate().skip(3) {
                 let base = u64::from(layout.main)
                     + u64::from(c.segno) * u64::from(uf2fs_format::BLOCKS_PER_SEG);
-                let valid = sit.get(c.segno as usize).map(|e| e.valid_map);
+                let entry = sit.get(c.segno as usize);
                 let written = |off: usize| {
                     if c.alloc_type == 0 {
                         off < usize::from(c.blkoff)
                     } else {
-                        valid
-                            .as_ref()
-                            .and_then(|m| m.get(off / 8))
-                            .is_some_and(|b| b & (0x80 >> (off % 8)) != 0)
+                        entry.is_some_and(|e| e.is_valid(off))
                     }
                 };
                 for off in (0..uf2fs_format::BLOCKS_PER_SEG as usize).filter(|&o| written(o)) {

@@ -94,6 +94,7 @@ impl Fs {
                 let ws = w.lock().map_err(|_| {
                     crate::Error::InvalidArgument("internal lock poisoned by an earlier failure")
                 })?;
+                let ssr = ws.segs.slack_counts();
                 Some((
                     ws.segs.usage(),
                     ws.segs.prefree_segments() as u32,
@@ -121,10 +122,10 @@ impl Fs {
                         hot_rewrites: ws.segs.temperature_counts().0,
                         warm_rewrites: ws.segs.temperature_counts().1,
                         hot_age_limit: ws.segs.temperature_counts().2,
-                        ssr_segments: ws.segs.slack_counts().data_segments,
-                        ssr_blocks: ws.segs.slack_counts().data_blocks,
-                        ssr_node_segments: ws.segs.slack_counts().node_segments,
-                        ssr_node_blocks: ws.segs.slack_counts().node_blocks,
+                        ssr_segments: ssr.data_segments,
+                        ssr_blocks: ssr.data_blocks,
+                        ssr_node_segments: ssr.node_segments,
+                        ssr_node_blocks: ssr.node_blocks,
                         ..ws.gc.stats.clone()
                     },
                 ))

@@ -669,7 +669,7 @@ impl Fs {
         };
         let placed = v.layout.in_main(ne.block_addr)
             || (ne.block_addr == uf2fs_format::NEW_ADDR && v.nodes.is_dirty(nid));
-        if ne.is_free() || !placed || ne.version != sum.version {
+        if !placed || ne.version != sum.version {
             return Ok(None);
         }
         let ino = ne.ino;

@@ -67,7 +67,12 @@ impl Log {
 
 /// The kind of segment a log writes.
 fn kind_of(log: Log) -> VictimKind {
-    if log.is_node() {
+    kind_of_type(log as u8)
+}
+
+/// The kind of a segment whose SIT type (the log that wrote it) is `seg_type`.
+fn kind_of_type(seg_type: u8) -> VictimKind {
+    if seg_type >= Log::HotNode as u8 {
         VictimKind::Node
     } else {
         VictimKind::Data
@@ -544,11 +549,7 @@ impl Space {
         let Some(e) = self.entries.get(segno as usize) else {
             return;
         };
-        let kind = if e.seg_type < Log::HotNode as u8 {
-            VictimKind::Data
-        } else {
-            VictimKind::Node
-        };
+        let kind = kind_of_type(e.seg_type);
         // Not a section the cleaner is emptying either: its nodes wait for the checkpoint
         // that moves them (`set_unmovable`), and that checkpoint should free it.
         let sps = self.layout.segs_per_sec.max(1);
@@ -810,13 +811,7 @@ impl Space {
             // A section holds one kind; its first segment in use says which.
             segs.filter_map(|s| self.entries.get(s as usize))
                 .find(|e| e.valid_blocks > 0)
-                .map(|e| {
-                    if e.seg_type >= Log::HotNode as u8 {
-                        VictimKind::Node
-                    } else {
-                        VictimKind::Data
-                    }
-                })
+                .map(|e| kind_of_type(e.seg_type))
         };
         self.sections.set_candidate(sec, kind);
     }
