@@ -74,7 +74,7 @@ pub fn waf_skewed(segments: u32, blocks: u32, utilisation: f64, skew: Skew) -> R
 type Picker = Box<dyn FnMut(&mut crate::splitmix::SplitMix) -> u32>;
 
 /// A sampler of logical blocks in `0..live` for `skew`.
-fn picker(skew: Skew, live: u64) -> Result<Picker, String> {
+pub(crate) fn picker(skew: Skew, live: u64) -> Result<Picker, String> {
     let unit =
         |rng: &mut crate::splitmix::SplitMix| (rng.next() >> 11) as f64 / (1u64 << 53) as f64;
     Ok(match skew {

@@ -46,6 +46,7 @@ use std::process::Command;
 use std::time::Instant;
 use uf2fs_testkit::{gen_tree, mkfs_sload, run, TreeSpec};
 
+mod floor;
 mod gcwaf;
 
 #[derive(Parser)]
@@ -121,6 +122,10 @@ enum Cmd {
     /// The cleaner's write amplification: uf2fs (FUSE over a loop device) beside Linux 6.1
     /// (tools/linux-f2fs or a saved baseline) beside exact greedy (greedy.rs), same workloads.
     GcWaf(Box<gcwaf::GcWafArgs>),
+    /// The format's floor: the least write amplification any cleaner reaches on F2FS's
+    /// format in `mode=lfs` on gc-waf's jobs (a model: prefree until a checkpoint, the
+    /// checkpoint's nodes and metadata counted), beside the greedy limit.
+    Floor(Box<floor::FloorArgs>),
     /// The I/O path: fio and small-file tree workloads on the raw file, a uf2fs FUSE mount,
     /// ext4 on a loop device and the engine in-process, side by side (issue 14).
     Io(Box<io::IoArgs>),
@@ -621,6 +626,12 @@ fn main() {
         } => {
             if let Err(e) = victim_pick::victim_pick(&sections, cap, iters, &json) {
                 eprintln!("victim-pick: {e}");
+                std::process::exit(1);
+            }
+        }
+        Cmd::Floor(args) => {
+            if let Err(e) = floor::report(&args) {
+                eprintln!("floor: {e}");
                 std::process::exit(1);
             }
         }
