@@ -104,7 +104,10 @@ pub fn choose(choice: LogChoice, file: PathBuf) -> Result<(Log, Option<Dest>), S
 pub fn switch(log: &Log, dest: Option<Dest>) -> std::io::Result<()> {
     let err_to = match log {
         Log::Stderr => return Ok(()),
-        Log::File { path } => path.as_path(),
+        Log::File { path } => {
+            rotate_if_large(path);
+            path.as_path()
+        }
         Log::Journald { .. } | Log::Syslog { .. } => Path::new("/dev/null"),
     };
     let f = std::fs::OpenOptions::new()
@@ -119,6 +122,19 @@ pub fn switch(log: &Log, dest: Option<Dest>) -> std::io::Result<()> {
         AWAY.store(true, Ordering::Relaxed);
     }
     Ok(())
+}
+
+/// A log file grows by what each mount of its mount point writes: past this size it is
+/// renamed `NAME.log.old` (replacing the one before) when a daemon starts, and begins anew.
+const LOG_FILE_LIMIT: u64 = 4 << 20;
+
+fn rotate_if_large(path: &Path) {
+    if std::fs::metadata(path).is_ok_and(|m| m.len() > LOG_FILE_LIMIT) {
+        let mut old = path.as_os_str().to_owned();
+        old.push(".old");
+        // Best effort: a log that cannot be renamed keeps growing, as before.
+        let _ = std::fs::rename(path, old);
+    }
 }
 
 /// Formatted events sent to syslog, one datagram each, at the event's severity. The `syslog`

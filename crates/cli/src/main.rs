@@ -286,7 +286,9 @@ Logging: with -f, standard error. Otherwise, once the mount is live, log=auto (t
 sends the daemon's lines to journald when /run/systemd/journal/socket answers (journalctl \
 -t uf2fs), else to syslog through /dev/log (tag uf2fs, facility daemon), else to a file \
 beside the control socket in /run/uf2fs; log=journald, log=syslog or log=file picks one. \
-uf2fs status DIR names it. UF2FS_LOG=debug (or any tracing filter) logs more.";
+uf2fs status DIR names it. A log file past 4 MiB is renamed NAME.log.old when a daemon \
+starts; the logs of mounts that are gone are removed once a week old or beyond the newest \
+256. UF2FS_LOG=debug (or any tracing filter) logs more.";
 
 const COMPLETION_NOTES: &str = "\
 For the current shell:  source <(uf2fs completions bash)

@@ -12,6 +12,7 @@ use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, SystemTime};
 use uf2fs_engine::Fs;
 
 pub struct ControlPaths {
@@ -67,6 +68,79 @@ pub(crate) fn bind(socket: &Path, mountpoint: &Path) -> Result<UnixListener, Str
         .map_err(|e| format!("control socket {}: {e}", socket.display()))?;
     let _ = std::fs::set_permissions(socket, std::fs::Permissions::from_mode(0o600));
     Ok(l)
+}
+
+/// The log of a mount that is gone is kept this long after its last line...
+const LOG_KEPT_FOR: Duration = Duration::from_secs(7 * 24 * 3600);
+/// ...and only among this many such logs, the newest.
+const LOGS_KEPT: usize = 256;
+
+/// What `prune` removed.
+#[derive(Debug, Default, PartialEq)]
+pub(crate) struct Pruned {
+    pub sockets: usize,
+    pub logs: usize,
+}
+
+/// Clears what mounts that are gone left in the runtime directory `dir`: each mount point
+/// ever mounted leaves a log there (kept on purpose: a dead daemon's last lines stay
+/// readable), and a daemon that was killed leaves its socket. Removed: sockets nobody listens
+/// on, and the logs (with their rotated copies) of mounts without a live socket once their
+/// last line is `LOG_KEPT_FOR` old or they are beyond the newest `LOGS_KEPT`. The files of the
+/// mount named `own` (the caller's socket stem) and of every live mount stay. Best effort:
+/// what cannot be read or removed is left as it is.
+pub(crate) fn prune(dir: &Path, own: &str, now: SystemTime) -> Pruned {
+    use std::collections::BTreeMap;
+    let mut done = Pruned::default();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return done;
+    };
+    // stem -> (socket, logs with their modification times)
+    type Files = (Option<PathBuf>, Vec<(PathBuf, SystemTime)>);
+    let mut by_stem: BTreeMap<String, Files> = BTreeMap::new();
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let (stem, is_socket) = if let Some(st) = name.strip_suffix(".sock") {
+            (st, true)
+        } else if let Some(st) = name
+            .strip_suffix(".log")
+            .or_else(|| name.strip_suffix(".log.old"))
+        {
+            (st, false)
+        } else {
+            continue;
+        };
+        // Only our own names: sixteen hex digits.
+        if stem == own || stem.len() != 16 || !stem.bytes().all(|b| b.is_ascii_hexdigit()) {
+            continue;
+        }
+        let entry = by_stem.entry(stem.to_string()).or_default();
+        if is_socket {
+            entry.0 = Some(e.path());
+        } else if let Ok(m) = e.metadata().and_then(|m| m.modified()) {
+            entry.1.push((e.path(), m));
+        }
+    }
+    let mut gone: Vec<(PathBuf, SystemTime)> = Vec::new();
+    for (socket, logs) in by_stem.into_values() {
+        if let Some(socket) = socket {
+            if UnixStream::connect(&socket).is_ok() {
+                continue;
+            }
+            if std::fs::remove_file(&socket).is_ok() {
+                done.sockets += 1;
+            }
+        }
+        gone.extend(logs);
+    }
+    gone.sort_by_key(|g| std::cmp::Reverse(g.1));
+    for (i, (path, modified)) in gone.into_iter().enumerate() {
+        let old = now.duration_since(modified).unwrap_or_default() > LOG_KEPT_FOR;
+        if (old || i >= LOGS_KEPT) && std::fs::remove_file(&path).is_ok() {
+            done.logs += 1;
+        }
+    }
+    done
 }
 
 /// Callers of `unmount`, answered when the daemon is done.
@@ -288,5 +362,70 @@ pub fn request(mountpoint: &Path, cmd: &str) -> Result<String, String> {
     match out.strip_prefix("error: ") {
         Some(e) => Err(e.to_string()),
         None => Ok(out),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn touch(path: &Path, age_days: u64, now: SystemTime) {
+        let f = std::fs::File::create(path).unwrap();
+        f.set_modified(now - Duration::from_secs(age_days * 24 * 3600))
+            .unwrap();
+    }
+
+    #[test]
+    fn prune_removes_what_gone_mounts_left_and_keeps_live_ones() {
+        let dir = std::env::temp_dir().join(format!("uf2fs-prune-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let now = SystemTime::now();
+        let stem = |i: u32| format!("{i:016x}");
+        // A live mount with an old log: its socket answers, so both stay.
+        let live = UnixListener::bind(dir.join(format!("{}.sock", stem(1)))).unwrap();
+        touch(&dir.join(format!("{}.log", stem(1))), 30, now);
+        // A killed daemon: its socket is dead (removed), its recent log stays.
+        drop(UnixListener::bind(dir.join(format!("{}.sock", stem(2)))).unwrap());
+        touch(&dir.join(format!("{}.log", stem(2))), 1, now);
+        // An old log and its rotated copy of a mount long gone: removed.
+        touch(&dir.join(format!("{}.log", stem(3))), 8, now);
+        touch(&dir.join(format!("{}.log.old", stem(3))), 20, now);
+        // The caller's own old log, and files that are not ours: left alone.
+        touch(&dir.join(format!("{}.log", stem(4))), 30, now);
+        touch(&dir.join("notes.log"), 30, now);
+        let p = prune(&dir, &stem(4), now);
+        let exists = |n: String| dir.join(n).exists();
+        assert!(exists(format!("{}.sock", stem(1))) && exists(format!("{}.log", stem(1))));
+        assert!(!exists(format!("{}.sock", stem(2))) && exists(format!("{}.log", stem(2))));
+        assert!(!exists(format!("{}.log", stem(3))) && !exists(format!("{}.log.old", stem(3))));
+        assert!(exists(format!("{}.log", stem(4))) && exists("notes.log".into()));
+        assert_eq!(
+            p,
+            Pruned {
+                sockets: 1,
+                logs: 2
+            }
+        );
+        // More recent logs of gone mounts than are kept (older than stem 2's): the oldest go.
+        let bulk = LOGS_KEPT as u32 + 3;
+        for i in 0..bulk {
+            touch(&dir.join(format!("{}.log", stem(100 + i))), 2, now);
+        }
+        let p = prune(&dir, &stem(4), now);
+        let kept = (0..bulk)
+            .filter(|i| exists(format!("{}.log", stem(100 + i))))
+            .count();
+        assert!(exists(format!("{}.log", stem(2))));
+        assert_eq!(kept + 1, LOGS_KEPT, "{p:?}");
+        assert_eq!(
+            p,
+            Pruned {
+                sockets: 0,
+                logs: 4
+            }
+        );
+        drop(live);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -199,6 +199,21 @@ pub fn serve(
     let fs = Arc::new(fs);
     let paths = control_paths(&mountpoint)?;
     let listener = control::bind(&paths.socket, &mountpoint)?;
+    if let (Some(dir), Some(own)) = (
+        paths.socket.parent(),
+        paths.socket.file_stem().and_then(|s| s.to_str()),
+    ) {
+        let pruned = control::prune(dir, own, std::time::SystemTime::now());
+        if pruned != control::Pruned::default() {
+            // Debug: the daemon's lines still reach the user's terminal at this point.
+            tracing::debug!(
+                "{}: removed {} sockets nobody listened on and {} logs of mounts gone",
+                dir.display(),
+                pruned.sockets,
+                pruned.logs
+            );
+        }
+    }
 
     let mut mount_options = vec![
         MountOption::FSName(image.display().to_string()),
