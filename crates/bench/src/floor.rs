@@ -72,7 +72,7 @@ pub enum Cleaner {
 }
 
 impl Cleaner {
-    fn name(&self) -> String {
+    pub fn name(&self) -> String {
         match self {
             Cleaner::Steady(n) => format!("steady {n}"),
             Cleaner::Late(n) => format!("late {n}"),

@@ -1339,6 +1339,48 @@ pub fn run(a: &GcWafArgs) -> Res<()> {
             }
             _ => None,
         };
+        // What the format lets an idealised cleaner reach on the uniform lfs jobs (floor.rs).
+        let floor = match (spec.workload, fill) {
+            (Workload::Seed000a | Workload::Seed000b, Some(fill)) if segments > 0 => {
+                let job = crate::floor::Job {
+                    segments: u32::try_from(segments)
+                        .map_err(|_| format!("{segments} segments"))?,
+                    blocks: 512,
+                    live: u32::try_from(fill * 256).map_err(|_| format!("{fill} MiB"))?,
+                    fsync_every: if spec.workload == Workload::Seed000b {
+                        a.sync_every
+                    } else {
+                        0
+                    },
+                    idle_logs: 3,
+                    skew: Skew::Uniform,
+                    warm_up: 2,
+                    measured: 4,
+                };
+                let f = crate::floor::floor(&job).map(|(best, _)| best);
+                lines.push(format!(
+                    "{wname:<9} {:<13} {fill:>8} {:>10} {:>10} {:>8} {:>17} {:>9} {:>9} {:>8}  {}",
+                    "format floor", "-", "-",
+                    f.as_ref().map(|f| format!("{:.2}", f.waf)).unwrap_or_else(|_| "-".into()),
+                    f.as_ref().map(|f| format!("{:.2}/-", f.moved)).unwrap_or_else(|_| "-".into()),
+                    f.as_ref().map(|f| format!("{:.3}", f.nodes)).unwrap_or_else(|_| "-".into()),
+                    "-", "-",
+                    match &f {
+                        Ok(f) => format!(
+                            "a model (uf2fs-bench floor): greedy victims, prefree until a checkpoint, its nodes and metadata; best cleaner {}",
+                            f.cleaner.name()
+                        ),
+                        Err(e) => e.clone(),
+                    },
+                ));
+                Some(match f {
+                    Ok(f) => json!({"waf": f.waf, "moved": f.moved, "nodes": f.nodes,
+                        "meta": f.meta, "cleaner": f.cleaner.name(), "error": null}),
+                    Err(e) => json!({"waf": null, "error": e}),
+                })
+            }
+            _ => None,
+        };
         let skewed = matches!(spec.workload, Workload::Hotcold | Workload::Zipf);
         let verdict = verdict(ours.as_ref(), linux.as_ref(), greedy.as_ref(), skewed);
         if let Some(v) = &verdict {
@@ -1352,6 +1394,7 @@ pub fn run(a: &GcWafArgs) -> Res<()> {
             "linux": linux,
             "linux_mode": format!("{mode:?}").to_lowercase(),
             "greedy": greedy,
+            "format_floor": floor,
             "verdict": verdict,
         }));
     }
