@@ -155,7 +155,8 @@ pub fn run(a: &FuseRtArgs) -> Res<()> {
         "mountpoint -q {m} && {u} umount {m}; true",
         m = q(&mnt)
     ))?;
-    sh(&format!("{u} mkfs {} --size 256M >/dev/null", q(&img)))?;
+    // The bench's own image from an earlier run is remade.
+    sh(&format!("{u} mkfs {} --size 256M --force >/dev/null", q(&img)))?;
     let uring = std::fs::read_to_string("/sys/module/fuse/parameters/enable_uring")
         .unwrap_or_default()
         .trim()
