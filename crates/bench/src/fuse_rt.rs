@@ -156,7 +156,10 @@ pub fn run(a: &FuseRtArgs) -> Res<()> {
         m = q(&mnt)
     ))?;
     // The bench's own image from an earlier run is remade.
-    sh(&format!("{u} mkfs {} --size 256M --force >/dev/null", q(&img)))?;
+    sh(&format!(
+        "{u} mkfs {} --size 256M --force >/dev/null",
+        q(&img)
+    ))?;
     let uring = std::fs::read_to_string("/sys/module/fuse/parameters/enable_uring")
         .unwrap_or_default()
         .trim()

@@ -124,7 +124,7 @@ pub(crate) fn prune(dir: &Path, own: &str, now: SystemTime) -> Pruned {
     let mut gone: Vec<(PathBuf, SystemTime)> = Vec::new();
     for (socket, logs) in by_stem.into_values() {
         if let Some(socket) = socket {
-            if UnixStream::connect(&socket).is_ok() {
+            if !nobody_listens(&socket) {
                 continue;
             }
             if std::fs::remove_file(&socket).is_ok() {
@@ -141,6 +141,28 @@ pub(crate) fn prune(dir: &Path, own: &str, now: SystemTime) -> Pruned {
         }
     }
     done
+}
+
+/// Whether the socket file at `path` is one nobody listens on: a connect is refused. Never
+/// waits: the connect does not block, and a listener whose queue is full (a daemon alive
+/// but busy) counts as listening, as does any error other than a refusal.
+fn nobody_listens(path: &Path) -> bool {
+    use rustix::net::{AddressFamily, SocketAddrUnix, SocketFlags, SocketType};
+    let Ok(addr) = SocketAddrUnix::new(path) else {
+        return false;
+    };
+    let Ok(fd) = rustix::net::socket_with(
+        AddressFamily::UNIX,
+        SocketType::STREAM,
+        SocketFlags::NONBLOCK | SocketFlags::CLOEXEC,
+        None,
+    ) else {
+        return false;
+    };
+    matches!(
+        rustix::net::connect(&fd, &addr),
+        Err(rustix::io::Errno::CONNREFUSED)
+    )
 }
 
 /// Callers of `unmount`, answered when the daemon is done.
@@ -388,6 +410,26 @@ mod tests {
         // A killed daemon: its socket is dead (removed), its recent log stays.
         drop(UnixListener::bind(dir.join(format!("{}.sock", stem(2)))).unwrap());
         touch(&dir.join(format!("{}.log", stem(2))), 1, now);
+        // A live daemon too busy to accept: its queue full, a connect would block. Kept,
+        // without waiting.
+        let busy = UnixListener::bind(dir.join(format!("{}.sock", stem(5)))).unwrap();
+        let mut queued = Vec::new();
+        for _ in 0..10_000 {
+            use rustix::net::{AddressFamily, SocketAddrUnix, SocketFlags, SocketType};
+            let fd = rustix::net::socket_with(
+                AddressFamily::UNIX,
+                SocketType::STREAM,
+                SocketFlags::NONBLOCK,
+                None,
+            )
+            .unwrap();
+            let addr = SocketAddrUnix::new(dir.join(format!("{}.sock", stem(5)))).unwrap();
+            if rustix::net::connect(&fd, &addr).is_err() {
+                break;
+            }
+            queued.push(fd);
+        }
+        assert!(!nobody_listens(&dir.join(format!("{}.sock", stem(5)))));
         // An old log and its rotated copy of a mount long gone: removed.
         touch(&dir.join(format!("{}.log", stem(3))), 8, now);
         touch(&dir.join(format!("{}.log.old", stem(3))), 20, now);
@@ -400,6 +442,10 @@ mod tests {
         assert!(!exists(format!("{}.sock", stem(2))) && exists(format!("{}.log", stem(2))));
         assert!(!exists(format!("{}.log", stem(3))) && !exists(format!("{}.log.old", stem(3))));
         assert!(exists(format!("{}.log", stem(4))) && exists("notes.log".into()));
+        assert!(
+            exists(format!("{}.sock", stem(5))),
+            "a busy daemon's socket was removed"
+        );
         assert_eq!(
             p,
             Pruned {
@@ -425,7 +471,7 @@ mod tests {
                 logs: 4
             }
         );
-        drop(live);
+        drop((live, busy, queued));
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
