@@ -27,6 +27,7 @@
 //! freed space); a large one leaves the other segments fuller (more to move). Scanning `n`
 //! gives the best trade, which is what a cleaner on this format can reach on the job.
 
+use crate::buckets::Buckets;
 use crate::greedy::{picker, waf_skewed, Skew};
 use crate::splitmix::SplitMix;
 use clap::Args;
@@ -300,9 +301,8 @@ struct Volume {
     holds: Vec<u32>,
     valid: Vec<u32>,
     state: Vec<State>,
-    buckets: Vec<Vec<u32>>,
-    slot: Vec<u32>,
-    lowest: usize,
+    /// Closed segments by valid count.
+    closed: Buckets,
     free: VecDeque<u32>,
     prefree: Vec<u32>,
     logs: [(u32, u32); 3],
@@ -349,9 +349,7 @@ impl Volume {
             holds: vec![NONE; slots],
             valid: vec![0; job.segments as usize],
             state: vec![State::Free; job.segments as usize],
-            buckets: vec![Vec::new(); job.blocks as usize + 1],
-            slot: vec![NONE; job.segments as usize],
-            lowest: 0,
+            closed: Buckets::new(job.segments, job.blocks),
             free: (0..job.segments).collect(),
             prefree: Vec::new(),
             logs: [(NONE, 0); 3],
@@ -511,7 +509,7 @@ impl Volume {
                     // next victims greedy will pick); and with nothing prefree at the
                     // checkpoint's room, clean whatever the batch.
                     let left = n.saturating_sub(self.cleaned);
-                    let moves = self.valid_of_next(left);
+                    let moves = self.closed.fewest_sum(left);
                     let room = u64::from(self.reserve) + moves.div_ceil(u64::from(self.blocks)) + 1;
                     (left > 0 && u64::from(free) <= room)
                         || (free <= self.reserve + 1 && self.prefree.is_empty())
@@ -526,28 +524,12 @@ impl Volume {
         }
     }
 
-    /// The valid blocks of the `n` closed segments with the fewest.
-    fn valid_of_next(&self, n: u32) -> u64 {
-        let (mut left, mut sum) = (n as usize, 0u64);
-        for (valid, segs) in self.buckets.iter().enumerate().skip(self.lowest) {
-            let take = left.min(segs.len());
-            sum += (take * valid) as u64;
-            left -= take;
-            if left == 0 {
-                break;
-            }
-        }
-        sum
-    }
-
+    /// The closed segment with the fewest valid blocks, unless every one is full.
     fn victim(&mut self) -> Option<u32> {
-        while self.lowest < self.buckets.len() && self.buckets[self.lowest].is_empty() {
-            self.lowest += 1;
-        }
-        if self.lowest >= self.blocks as usize {
-            return None;
-        }
-        Some(self.buckets[self.lowest][0])
+        self.closed
+            .fewest()
+            .filter(|&(_, valid)| valid < self.blocks)
+            .map(|(seg, _)| seg)
     }
 
     /// Moves `victim`'s valid blocks: data to the cleaner's log (their nodes changed), nodes
@@ -611,20 +593,11 @@ impl Volume {
     }
 
     fn bucket(&mut self, seg: u32) {
-        let v = self.valid[seg as usize] as usize;
-        self.slot[seg as usize] = self.buckets[v].len() as u32;
-        self.buckets[v].push(seg);
-        self.lowest = self.lowest.min(v);
+        self.closed.insert(seg, self.valid[seg as usize]);
     }
 
     fn unbucket(&mut self, seg: u32) {
-        let v = self.valid[seg as usize] as usize;
-        let i = self.slot[seg as usize] as usize;
-        self.buckets[v].swap_remove(i);
-        if let Some(&moved) = self.buckets[v].get(i) {
-            self.slot[moved as usize] = i as u32;
-        }
-        self.slot[seg as usize] = NONE;
+        self.closed.remove(seg, self.valid[seg as usize]);
     }
 }
 

@@ -14,6 +14,7 @@
 //! warm-up of 4x from a sequential fill. Segments are kept in buckets by valid count, so a
 //! pick is a short upward scan from the lowest non-empty bucket.
 
+use crate::buckets::Buckets;
 use std::collections::VecDeque;
 
 /// Warm-up and measured writes, as multiples of the live blocks.
@@ -121,11 +122,8 @@ struct Log {
     holds: Vec<u32>,
     /// Valid blocks per segment.
     valid: Vec<u32>,
-    /// Closed segments by valid count; `slot` is each segment's index in its bucket.
-    buckets: Vec<Vec<u32>>,
-    slot: Vec<u32>,
-    /// Lowest bucket that may be non-empty.
-    lowest: usize,
+    /// Closed segments by valid count.
+    closed: Buckets,
     free: VecDeque<u32>,
     open: u32,
     next: u32,
@@ -142,9 +140,7 @@ impl Log {
             where_is: vec![NONE; live as usize],
             holds: vec![NONE; slots],
             valid: vec![0; segments as usize],
-            buckets: vec![Vec::new(); blocks as usize + 1],
-            slot: vec![NONE; segments as usize],
-            lowest: 0,
+            closed: Buckets::new(segments, blocks),
             free: (1..segments).collect(),
             open: 0,
             next: 0,
@@ -161,7 +157,7 @@ impl Log {
         let old = self.where_is[lba as usize];
         self.holds[old as usize] = NONE;
         let seg = old / self.blocks;
-        if self.slot[seg as usize] == NONE {
+        if !self.closed.contains(seg) {
             self.valid[seg as usize] -= 1;
         } else {
             self.unbucket(seg);
@@ -200,13 +196,10 @@ impl Log {
             self.next = 0;
             return Ok(());
         }
-        while self.buckets[self.lowest].is_empty() {
-            self.lowest += 1;
-        }
-        if self.lowest == self.blocks as usize {
-            return Err("greedy: every segment is full of valid blocks".into());
-        }
-        let victim = self.buckets[self.lowest][0];
+        let victim = match self.closed.fewest() {
+            Some((seg, valid)) if valid < self.blocks => seg,
+            _ => return Err("greedy: every segment is full of valid blocks".into()),
+        };
         self.unbucket(victim);
         let base = victim * self.blocks;
         let survivors: Vec<u32> = (base..base + self.blocks)
@@ -226,20 +219,11 @@ impl Log {
     }
 
     fn bucket(&mut self, seg: u32) {
-        let v = self.valid[seg as usize] as usize;
-        self.slot[seg as usize] = self.buckets[v].len() as u32;
-        self.buckets[v].push(seg);
-        self.lowest = self.lowest.min(v);
+        self.closed.insert(seg, self.valid[seg as usize]);
     }
 
     fn unbucket(&mut self, seg: u32) {
-        let v = self.valid[seg as usize] as usize;
-        let i = self.slot[seg as usize] as usize;
-        self.buckets[v].swap_remove(i);
-        if let Some(&moved) = self.buckets[v].get(i) {
-            self.slot[moved as usize] = i as u32;
-        }
-        self.slot[seg as usize] = NONE;
+        self.closed.remove(seg, self.valid[seg as usize]);
     }
 }
 

@@ -32,6 +32,7 @@
 //! pick under each policy and of an update, from 10^3 to 10^6 sections (see
 //! `victim_pick.rs`).
 
+mod buckets;
 mod compress;
 mod fuse_rt;
 mod greedy;
