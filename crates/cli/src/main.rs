@@ -518,8 +518,16 @@ pub enum Failure {
     Quiet,
 }
 
-impl<E: std::fmt::Display> From<E> for Failure {
+impl<E: std::fmt::Display + 'static> From<E> for Failure {
     fn from(e: E) -> Self {
+        // A reader that went away (`uf2fs status DIR | head -3`) ends the command without a
+        // message, as SIGPIPE ends other tools (Rust ignores SIGPIPE, so the write fails).
+        let gone = (&e as &dyn std::any::Any)
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe);
+        if gone {
+            return Failure::Quiet;
+        }
         Failure::Msg(e.to_string())
     }
 }

@@ -291,3 +291,22 @@ fn rm_r_on_a_directory_cycle_stops_with_an_error() {
         stderr(&o)
     );
 }
+
+/// A reader that went away (`uf2fs status IMAGE | head -1`) ends the command with status 1
+/// and nothing on stderr, as SIGPIPE ends other tools: no "Broken pipe" line, no panic.
+#[test]
+fn a_closed_reader_ends_a_command_quietly() {
+    let (_dir, img) = image();
+    for args in [&["status", &img][..], &["info", &img], &["ls", &img, "/"]] {
+        let (reader, writer) = std::io::pipe().unwrap();
+        // The read end is gone before the command writes: its first write fails (EPIPE).
+        drop(reader);
+        let o = Command::new(env!("CARGO_BIN_EXE_uf2fs"))
+            .args(args)
+            .stdout(writer)
+            .output()
+            .expect("run uf2fs");
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {}", stderr(&o));
+        assert_eq!(stderr(&o), "", "{args:?}");
+    }
+}
