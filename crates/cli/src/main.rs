@@ -436,9 +436,7 @@ fn main() -> ExitCode {
         Cmd::Completions { shell } => {
             let mut script = Vec::new();
             clap_complete::generate(shell, &mut Cli::command(), "uf2fs", &mut script);
-            std::io::stdout()
-                .write_all(&script)
-                .map_err(|e| Failure::Msg(format!("writing the script: {e}")))
+            std::io::stdout().write_all(&script).map_err(out_err)
         }
         Cmd::Manpages { dir } => manpages(&dir),
     };
@@ -518,17 +516,20 @@ pub enum Failure {
     Quiet,
 }
 
-impl<E: std::fmt::Display + 'static> From<E> for Failure {
+impl<E: std::fmt::Display> From<E> for Failure {
     fn from(e: E) -> Self {
-        // A reader that went away (`uf2fs status DIR | head -3`) ends the command without a
-        // message, as SIGPIPE ends other tools (Rust ignores SIGPIPE, so the write fails).
-        let gone = (&e as &dyn std::any::Any)
-            .downcast_ref::<std::io::Error>()
-            .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe);
-        if gone {
-            return Failure::Quiet;
-        }
         Failure::Msg(e.to_string())
+    }
+}
+
+/// A failed write of a command's output. A reader that went away (`uf2fs status DIR | head
+/// -3`) ends the command without a message, as SIGPIPE ends other tools (Rust ignores
+/// SIGPIPE, so the write fails instead).
+pub fn out_err(e: std::io::Error) -> Failure {
+    if e.kind() == std::io::ErrorKind::BrokenPipe {
+        Failure::Quiet
+    } else {
+        Failure::Msg(format!("writing output: {e}"))
     }
 }
 

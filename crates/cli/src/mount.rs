@@ -176,11 +176,10 @@ pub fn status(target: &Path, json: bool) -> CliResult {
     };
     let mut out = std::io::stdout().lock();
     if json {
-        writeln!(out, "{}", serde_json::to_string_pretty(&v)?)?;
+        writeln!(out, "{}", serde_json::to_string_pretty(&v)?).map_err(crate::out_err)?;
         return Ok(());
     }
-    print_status(&mut out, &v)?;
-    Ok(())
+    print_status(&mut out, &v).map_err(crate::out_err)
 }
 
 fn print_status(out: &mut impl Write, v: &Value) -> std::io::Result<()> {

@@ -1,6 +1,6 @@
 //! `info`, `ls`, `cat`, `stat`: printing what the engine reads.
 
-use crate::{open, resolve, CliResult, Failure};
+use crate::{open, out_err, resolve, CliResult, Failure};
 use std::io::{self, Write};
 use std::path::Path;
 use uf2fs_engine::{Attr, FileType, Fs, Time};
@@ -74,14 +74,6 @@ fn civil_from_days(days: i64) -> (i64, u32, u32) {
     let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
     let y = yoe + era * 400 + i64::from(m <= 2);
     (y, m, d)
-}
-
-fn out_err(e: io::Error) -> Failure {
-    if e.kind() == io::ErrorKind::BrokenPipe {
-        Failure::Quiet
-    } else {
-        Failure::Msg(format!("writing output: {e}"))
-    }
 }
 
 pub fn info(image: &Path, json: bool) -> CliResult {

@@ -297,7 +297,12 @@ fn rm_r_on_a_directory_cycle_stops_with_an_error() {
 #[test]
 fn a_closed_reader_ends_a_command_quietly() {
     let (_dir, img) = image();
-    for args in [&["status", &img][..], &["info", &img], &["ls", &img, "/"]] {
+    for args in [
+        &["status", &img][..],
+        &["status", "--json", &img],
+        &["info", &img],
+        &["ls", &img, "/"],
+    ] {
         let (reader, writer) = std::io::pipe().unwrap();
         // The read end is gone before the command writes: its first write fails (EPIPE).
         drop(reader);
