@@ -56,7 +56,7 @@ pub fn control_paths(mountpoint: &Path) -> Result<ControlPaths, String> {
 /// Binds the socket; one left by a daemon that died is replaced, a live one refuses.
 pub(crate) fn bind(socket: &Path, mountpoint: &Path) -> Result<UnixListener, String> {
     if socket.exists() {
-        if UnixStream::connect(socket).is_ok() {
+        if listening(socket) == Some(true) {
             return Err(format!(
                 "{} is already served by a uf2fs daemon",
                 mountpoint.display()
@@ -124,7 +124,7 @@ pub(crate) fn prune(dir: &Path, own: &str, now: SystemTime) -> Pruned {
     let mut gone: Vec<(PathBuf, SystemTime)> = Vec::new();
     for (socket, logs) in by_stem.into_values() {
         if let Some(socket) = socket {
-            if !nobody_listens(&socket) {
+            if listening(&socket) != Some(false) {
                 continue;
             }
             if std::fs::remove_file(&socket).is_ok() {
@@ -143,26 +143,25 @@ pub(crate) fn prune(dir: &Path, own: &str, now: SystemTime) -> Pruned {
     done
 }
 
-/// Whether the socket file at `path` is one nobody listens on: a connect is refused. Never
-/// waits: the connect does not block, and a listener whose queue is full (a daemon alive
-/// but busy) counts as listening, as does any error other than a refusal.
-fn nobody_listens(path: &Path) -> bool {
+/// Whether a daemon listens on the socket file at `path`: yes if a connect is taken or its
+/// queue is full (alive but busy), no if it is refused or the file is gone, unknown (`None`)
+/// on any other error. Never waits: the connect does not block.
+fn listening(path: &Path) -> Option<bool> {
+    use rustix::io::Errno;
     use rustix::net::{AddressFamily, SocketAddrUnix, SocketFlags, SocketType};
-    let Ok(addr) = SocketAddrUnix::new(path) else {
-        return false;
-    };
-    let Ok(fd) = rustix::net::socket_with(
+    let addr = SocketAddrUnix::new(path).ok()?;
+    let fd = rustix::net::socket_with(
         AddressFamily::UNIX,
         SocketType::STREAM,
         SocketFlags::NONBLOCK | SocketFlags::CLOEXEC,
         None,
-    ) else {
-        return false;
-    };
-    matches!(
-        rustix::net::connect(&fd, &addr),
-        Err(rustix::io::Errno::CONNREFUSED)
     )
+    .ok()?;
+    match rustix::net::connect(&fd, &addr) {
+        Ok(()) | Err(Errno::AGAIN | Errno::INPROGRESS) => Some(true),
+        Err(Errno::CONNREFUSED | Errno::NOENT) => Some(false),
+        Err(_) => None,
+    }
 }
 
 /// Callers of `unmount`, answered when the daemon is done.
@@ -398,6 +397,22 @@ mod tests {
     }
 
     #[test]
+    fn bind_refuses_a_live_socket_and_replaces_a_dead_one() {
+        let dir = std::env::temp_dir().join(format!("uf2fs-bind-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let (live, dead) = (dir.join("live.sock"), dir.join("dead.sock"));
+        let first = bind(&live, Path::new("/mnt/a")).unwrap();
+        let e = bind(&live, Path::new("/mnt/a")).unwrap_err();
+        assert!(e.contains("already served"), "{e}");
+        drop(UnixListener::bind(&dead).unwrap());
+        let second = bind(&dead, Path::new("/mnt/b")).unwrap();
+        assert_eq!(listening(&dead), Some(true));
+        drop((first, second));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
     fn prune_removes_what_gone_mounts_left_and_keeps_live_ones() {
         let dir = std::env::temp_dir().join(format!("uf2fs-prune-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
@@ -429,7 +444,10 @@ mod tests {
             }
             queued.push(fd);
         }
-        assert!(!nobody_listens(&dir.join(format!("{}.sock", stem(5)))));
+        assert_eq!(
+            listening(&dir.join(format!("{}.sock", stem(5)))),
+            Some(true)
+        );
         // An old log and its rotated copy of a mount long gone: removed.
         touch(&dir.join(format!("{}.log", stem(3))), 8, now);
         touch(&dir.join(format!("{}.log.old", stem(3))), 20, now);
