@@ -44,6 +44,9 @@ const SIT_PER_BLOCK: u64 = 55;
 const NAT_PER_BLOCK: u64 = 455;
 /// Checkpoint pack blocks: header, one compacted data summary, footer.
 const CP_PACK: u64 = 3;
+/// Main-area blocks the model plays at most (two words each: about 2 GiB of memory; an 8 GiB
+/// image is 2 million).
+const MAX_SLOTS: u64 = 1 << 28;
 
 /// One job: the volume's main area and the file that fills it.
 #[derive(Debug, Clone, Copy)]
@@ -56,7 +59,6 @@ pub struct Job {
     pub fsync_every: u32,
     /// Logs the format keeps open that the job never writes.
     pub idle_logs: u32,
-    pub skew: Skew,
     /// Writes before and during the measured pass, as multiples of the file's blocks.
     pub warm_up: u32,
     pub measured: u32,
@@ -134,9 +136,9 @@ pub fn report(args: &FloorArgs) -> Result<(), String> {
     );
     let mut rows = Vec::new();
     for name in &args.workloads {
-        let (fsync_every, skew) = match name.as_str() {
-            "seed000a" => (0, Skew::Uniform),
-            "seed000b" => (64, Skew::Uniform),
+        let fsync_every = match name.as_str() {
+            "seed000a" => 0,
+            "seed000b" => 64,
             other => return Err(format!("floor: no job {other:?}")),
         };
         let job = Job {
@@ -145,13 +147,12 @@ pub fn report(args: &FloorArgs) -> Result<(), String> {
             live: args.live,
             fsync_every,
             idle_logs: args.idle_logs,
-            skew,
             warm_up: args.warm_up,
             measured: args.measured,
         };
-        let live = f64::from(args.live + Volume::nodes(args.live));
+        let live = f64::from(args.live) + f64::from(Volume::nodes(args.live));
         let util = live / (f64::from(args.segments) * f64::from(args.blocks));
-        let greedy = waf_skewed(args.segments, args.blocks, util, skew)?;
+        let greedy = waf_skewed(args.segments, args.blocks, util, Skew::Uniform)?;
         let (best, tried) = floor(&job)?;
         println!(
             "{name:<10} {greedy:>7.3} {:>7.3} {:>6.3} {:>9} {:>7.3} {:>6.3} {:>6.3} {:>6}",
@@ -170,7 +171,6 @@ pub fn report(args: &FloorArgs) -> Result<(), String> {
         rows.push(json!({
             "workload": name,
             "fsync_every": fsync_every,
-            "skew": format!("{skew:?}"),
             "utilisation": util,
             "greedy": greedy,
             "floor": row(&best),
@@ -199,6 +199,7 @@ pub fn report(args: &FloorArgs) -> Result<(), String> {
 /// The best cleaner setting for `job` and every setting tried, in order.
 pub fn floor(job: &Job) -> Result<(Outcome, Vec<Outcome>), String> {
     let mut tried = Vec::new();
+    let mut refused = String::from("floor: no setting ran");
     let kinds: [fn(u32) -> Cleaner; 2] = [Cleaner::Steady, Cleaner::Late];
     for kind in kinds {
         let mut ran = Vec::new();
@@ -207,7 +208,10 @@ pub fn floor(job: &Job) -> Result<(Outcome, Vec<Outcome>), String> {
             match run(job, kind(n)) {
                 Ok(o) => ran.push(o),
                 // Too little for the cleaner to make room before a checkpoint needs it.
-                Err(_) if ran.is_empty() => continue,
+                Err(e) if ran.is_empty() => {
+                    refused = e;
+                    continue;
+                }
                 Err(e) => return Err(e),
             }
             let best = ran.iter().map(|o| o.waf).fold(f64::MAX, f64::min);
@@ -226,14 +230,14 @@ pub fn floor(job: &Job) -> Result<(Outcome, Vec<Outcome>), String> {
     let best = *tried
         .iter()
         .min_by(|a, b| a.waf.total_cmp(&b.waf))
-        .ok_or("floor: no setting ran")?;
+        .ok_or(refused)?;
     Ok((best, tried))
 }
 
 /// The job under `cleaner`.
 pub fn run(job: &Job, cleaner: Cleaner) -> Result<Outcome, String> {
     let mut v = Volume::new(job, cleaner)?;
-    let mut pick = picker(job.skew, u64::from(job.live))?;
+    let mut pick = picker(Skew::Uniform, u64::from(job.live))?;
     let mut rng = SplitMix(0xf1_00_f1_00);
     let warm = u64::from(job.live) * u64::from(job.warm_up);
     for _ in 0..warm {
@@ -333,10 +337,20 @@ impl Volume {
     }
 
     fn new(job: &Job, cleaner: Cleaner) -> Result<Volume, String> {
+        if job.blocks == 0 || job.live == 0 || job.measured == 0 {
+            return Err("floor: a model needs blocks, a file and a measured pass".into());
+        }
+        let slots = u64::from(job.segments) * u64::from(job.blocks);
+        if slots > MAX_SLOTS {
+            return Err(format!(
+                "floor: {} x {} blocks is more than the model holds ({MAX_SLOTS})",
+                job.segments, job.blocks
+            ));
+        }
+        let slots = slots as usize;
         let nodes = Self::nodes(job.live);
-        let slots = job.segments as usize * job.blocks as usize;
         let items = job.live as usize + nodes as usize;
-        if items + (job.idle_logs + 4) as usize * job.blocks as usize >= slots {
+        if items + (job.idle_logs as usize + 4) * job.blocks as usize >= slots {
             return Err(format!(
                 "floor: {} blocks leave no room to clean in {} x {}",
                 items, job.segments, job.blocks
@@ -612,7 +626,6 @@ mod tests {
             live: 30_000,
             fsync_every,
             idle_logs: 3,
-            skew: Skew::Uniform,
             warm_up: 2,
             measured: 4,
         }
@@ -652,5 +665,29 @@ mod tests {
         let mut j = job(0);
         j.live = 300 * 128;
         assert!(run(&j, Cleaner::Late(4)).is_err());
+        // The scan says why rather than "no setting ran".
+        let e = floor(&j).unwrap_err();
+        assert!(e.contains("no room to clean"), "{e}");
+    }
+
+    #[test]
+    fn impossible_jobs_are_refused_not_played() {
+        let ok = job(0);
+        for bad in [
+            Job { blocks: 0, ..ok },
+            Job { live: 0, ..ok },
+            Job { measured: 0, ..ok },
+            Job {
+                segments: u32::MAX,
+                blocks: 512,
+                ..ok
+            },
+            Job {
+                idle_logs: u32::MAX,
+                ..ok
+            },
+        ] {
+            assert!(run(&bad, Cleaner::Steady(12)).is_err(), "{bad:?}");
+        }
     }
 }

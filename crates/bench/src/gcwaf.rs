@@ -1353,7 +1353,6 @@ pub fn run(a: &GcWafArgs) -> Res<()> {
                         0
                     },
                     idle_logs: 3,
-                    skew: Skew::Uniform,
                     warm_up: 2,
                     measured: 4,
                 };
