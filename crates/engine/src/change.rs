@@ -173,10 +173,10 @@ impl Fs {
 
     /// Waits, while files unlinked while open are still held, until `ready` (asked after each
     /// millisecond's sleep) says what the caller needs is there, at most
-    /// `ORPHAN_RELEASE_WAIT` from `asked`. Whether it is. Called without the write lock. A FUSE kernel sends a closed file's RELEASE without
-    /// waiting for it, so a program that closed and removed a file can ask for its space
-    /// before the daemon has freed it (fstests generic/371; docs/design.md, "Space still held
-    /// by a file being released").
+    /// `ORPHAN_RELEASE_WAIT` from `asked`; returns whether it came. Called without the write
+    /// lock. A FUSE kernel sends a closed file's RELEASE without waiting for it, so a program
+    /// that closed and removed a file can ask for its space before the daemon has freed it
+    /// (fstests generic/371; docs/design.md, "Space still held by a file being released").
     pub fn await_orphan_releases(
         &self,
         asked: std::time::Instant,

@@ -820,16 +820,10 @@ fn paced_rewrites_beside_the_background_cleaner() {
 #[test]
 fn rewrites_into_holes_with_fsync() {
     let mut r = Run::new();
-    r.fs.set_options(Options {
-        mode: AllocMode::Adaptive,
-        ipu: IpuPolicy::Off,
-        ..r.fs.options()
-    });
     let mut rng = Rng::new(12);
     const FILE: usize = 16 * 4096;
-    let avail = r.fs.statfs().blocks_avail as usize;
-    let count = avail * 4096 * 88 / 100 / FILE;
-    let files = r.fill_files(count, FILE, &mut rng);
+    let files = r.fill_adaptive(FILE, 88, &mut rng);
+    let count = files.len();
     let rewrites = count * 14;
     for i in 0..rewrites {
         let k = rng.below(count as u64) as usize;
@@ -857,17 +851,11 @@ fn rewrites_into_holes_with_fsync() {
 #[test]
 fn synchronous_rewrites_through_node_holes() {
     let mut r = Run::new();
-    r.fs.set_options(Options {
-        mode: AllocMode::Adaptive,
-        ipu: IpuPolicy::Off,
-        ..r.fs.options()
-    });
     let mut rng = Rng::new(21);
     const FILE: usize = 4 * 4096;
-    let avail = r.fs.statfs().blocks_avail as usize;
     // Each file takes an inode block beside its four data blocks: about 80% full.
-    let count = avail * 4096 * 64 / 100 / FILE;
-    let files = r.fill_files(count, FILE, &mut rng);
+    let files = r.fill_adaptive(FILE, 64, &mut rng);
+    let count = files.len();
     let rewrites = count * 4;
     for i in 0..rewrites {
         let k = rng.below(count as u64) as usize;

@@ -514,16 +514,10 @@ fn large_write(r: &mut Run) -> Span {
 /// hole. Goes on until at least 30 fsyncs since the last checkpoint wrote their nodes into
 /// holes; the crash image is the whole log (every fsync complete), which Linux must replay.
 fn node_holes(r: &mut Run) {
-    r.fs.set_options(uf2fs_engine::Options {
-        mode: uf2fs_engine::AllocMode::Adaptive,
-        ipu: uf2fs_engine::IpuPolicy::Off,
-        ..r.fs.options()
-    });
     let mut rng = Rng::new(63);
     const FILE: usize = 4 * 4096;
-    let avail = r.fs.statfs().blocks_avail as usize;
-    let count = avail * 4096 * 64 / 100 / FILE;
-    let files = r.fill_files(count, FILE, &mut rng);
+    let files = r.fill_adaptive(FILE, 64, &mut rng);
+    let count = files.len();
     let counts = |r: &Run| {
         let s = r.fs.status().unwrap();
         (s.checkpoints.written, s.gc.ssr_node_blocks)

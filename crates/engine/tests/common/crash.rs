@@ -450,6 +450,25 @@ impl Run {
         files
     }
 
+    /// `mode=adaptive` with in-place rewrites off (every rewrite takes a new block or a hole),
+    /// then files of `size` bytes filling `pct`% of the space available (`fill_files`): where
+    /// the hole-filling workloads start.
+    pub fn fill_adaptive(
+        &mut self,
+        size: usize,
+        pct: usize,
+        rng: &mut uf2fs_testkit::Rng,
+    ) -> Vec<u32> {
+        self.fs.set_options(uf2fs_engine::Options {
+            mode: uf2fs_engine::AllocMode::Adaptive,
+            ipu: uf2fs_engine::IpuPolicy::Off,
+            ..self.fs.options()
+        });
+        let avail = self.fs.statfs().blocks_avail as usize;
+        let count = avail * 4096 * pct / 100 / size;
+        self.fill_files(count, size, rng)
+    }
+
     pub fn sync(&mut self) {
         self.fs.sync().unwrap_or_else(|e| panic!("sync: {e}"));
         let at = self.pos();
