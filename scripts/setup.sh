@@ -16,6 +16,7 @@ have fusermount3 || need+=(fuse3)
 have gzip || need+=(gzip)
 have img2simg || need+=(android-sdk-libsparse-utils)   # the sparse-image tests: img2simg is the judge
 have man || need+=(man-db)   # the CLI tests render the manual pages
+have fio || need+=(fio)   # uf2fs-bench io's block workloads (the benchmark, not the tests)
 # uf2fs-format's lzo_with_liblzo2 test: liblzo2 judges the LZO encoder's streams.
 [ -f /usr/include/lzo/lzo1x.h ] || need+=(liblzo2-dev)
 # tools/linux-f2fs (the tests that run Linux's own F2FS, part of scripts/test.sh) boots

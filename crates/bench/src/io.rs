@@ -12,6 +12,10 @@
 //!   transport costs is the gap between this and uf2fs. Its tree workloads are the engine's
 //!   equivalents (create and write each file of the source tree; copy inside the volume; a
 //!   readdir and getattr walk; unlink and rmdir), not tar and cp.
+//! - **memfs** (tree workloads only; not in the default targets): an in-memory file system
+//!   served through the same FUSE transport and settings as uf2fs (`memfs.rs`), started once
+//!   and kept for the run: what any daemon on this transport would take for the same
+//!   requests, the gap to uf2fs being the daemon's own work.
 //!
 //! Workloads: fio `psync` sequential read and write at 4 KiB, 128 KiB and 1 MiB over a file of
 //! `--size` MiB, random 4 KiB read and write at QD1 (one thread) and QD16 (16 threads on the
@@ -49,6 +53,7 @@ pub enum Target {
     Uf2fs,
     Ext4,
     Engine,
+    Memfs,
 }
 
 impl Target {
@@ -58,7 +63,19 @@ impl Target {
             Target::Uf2fs => "uf2fs",
             Target::Ext4 => "ext4",
             Target::Engine => "engine",
+            Target::Memfs => "memfs",
         }
+    }
+
+    /// Whether a workload runs on this target (memfs holds its files in memory: the tree
+    /// workloads only).
+    fn runs(self, workload: &str) -> bool {
+        self != Target::Memfs || TREE_JOBS.contains(&workload)
+    }
+
+    /// A FUSE mount whose requests the bench counts.
+    fn counted(self) -> bool {
+        matches!(self, Target::Uf2fs | Target::Memfs)
     }
 }
 
@@ -87,6 +104,9 @@ pub struct IoArgs {
     /// one minute to the next).
     #[arg(long, default_value_t = 1)]
     runs: usize,
+    /// The memfs target's transport (`uring` is uf2fs's default).
+    #[arg(long, value_enum, default_value = "uring")]
+    memfs_transport: crate::memfs::Transport,
     /// Options for `uf2fs mount -o`.
     #[arg(long, default_value = "")]
     mount_opts: String,
@@ -212,6 +232,8 @@ struct Bench<'a> {
     roots: Vec<(Target, PathBuf)>,
     /// The engine's image.
     engine_img: PathBuf,
+    /// The memfs daemon (this program, `memfs` subcommand), while it serves.
+    memfs: std::sync::Mutex<Option<std::process::Child>>,
 }
 
 /// `VmHWM` of a process, in KiB.
@@ -312,8 +334,20 @@ impl Bench<'_> {
         Ok((pid, bound))
     }
 
-    /// The FUSE requests the daemon has served since mount, by kind (its status).
-    fn requests(&self) -> Res<serde_json::Map<String, Value>> {
+    /// The FUSE requests the daemon has served since mount, by kind (uf2fs: its status;
+    /// memfs: its root's `user.memfs.requests`).
+    fn requests(&self, t: Target) -> Res<serde_json::Map<String, Value>> {
+        if t == Target::Memfs {
+            let mut buf = vec![0u8; 64 << 10];
+            let n = rustix::fs::getxattr(self.root(t)?, "user.memfs.requests", &mut buf[..])
+                .map_err(|e| format!("memfs requests: {e}"))?;
+            let v: Value = serde_json::from_slice(buf.get(..n).unwrap_or(&[]))
+                .map_err(|e| format!("memfs requests JSON: {e}"))?;
+            return v
+                .as_object()
+                .cloned()
+                .ok_or_else(|| "memfs requests: not an object".to_string());
+        }
         self.status()?
             .pointer("/requests/by_kind")
             .and_then(Value::as_object)
@@ -321,11 +355,69 @@ impl Bench<'_> {
             .ok_or_else(|| "no requests in uf2fs status".to_string())
     }
 
+    /// Starts the memfs daemon on its mount point and waits (up to 10 s) for the mount.
+    fn start_memfs(&self) -> Res<()> {
+        let mnt = self.root(Target::Memfs)?;
+        let exe = std::env::current_exe().map_err(|e| format!("this program: {e}"))?;
+        let log = std::fs::File::create(self.dir.join("memfs.log"))
+            .map_err(|e| format!("memfs.log: {e}"))?;
+        let child = std::process::Command::new(exe)
+            .arg("memfs")
+            .arg(mnt)
+            .arg("--transport")
+            .arg(
+                self.a
+                    .memfs_transport
+                    .to_possible_value()
+                    .map_or("uring".into(), |v| v.get_name().to_string()),
+            )
+            .stdout(log.try_clone().map_err(|e| e.to_string())?)
+            .stderr(log)
+            .spawn()
+            .map_err(|e| format!("starting memfs: {e}"))?;
+        *self.memfs.lock().map_err(|_| "memfs lock")? = Some(child);
+        for _ in 0..200 {
+            if sh(&format!("mountpoint -q {}", q(mnt))).is_ok() {
+                return Ok(());
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Err(format!(
+            "memfs did not mount on {} (see {})",
+            mnt.display(),
+            self.dir.join("memfs.log").display()
+        ))
+    }
+
+    fn stop_memfs(&self) {
+        let Ok(mut slot) = self.memfs.lock() else {
+            return;
+        };
+        if let Some(mut child) = slot.take() {
+            if let Ok(mnt) = self.root(Target::Memfs) {
+                let _ = sh(&format!("umount {} 2>/dev/null; true", q(mnt)));
+            }
+            for _ in 0..100 {
+                if let Ok(Some(_)) = child.try_wait() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
     /// What the transport alone costs a tree workload on uf2fs: the requests it made the
     /// caller wait for (`WAITED`), each at the price of a null round trip (a getxattr of an
     /// absent name on the mount, timed right after the workload), whatever the engine does.
-    fn transport_floor(&self, before: &serde_json::Map<String, Value>, files: usize) -> Res<Value> {
-        let after = self.requests()?;
+    fn transport_floor(
+        &self,
+        t: Target,
+        before: &serde_json::Map<String, Value>,
+        files: usize,
+    ) -> Res<Value> {
+        let after = self.requests(t)?;
         let count = |m: &serde_json::Map<String, Value>, k: &str| {
             m.get(k).and_then(Value::as_u64).unwrap_or(0)
         };
@@ -349,7 +441,7 @@ impl Bench<'_> {
         let made = |k: &str| count(&after, k).saturating_sub(count(before, k));
         let touched = made("CREATE") + made("UNLINK");
         let files = if touched > 0 { touched as usize } else { files };
-        let (rt_us, _) = crate::fuse_rt::time_calls(self.root(Target::Uf2fs)?, 4000, None)?;
+        let (rt_us, _) = crate::fuse_rt::time_calls(self.root(t)?, 4000, None)?;
         Ok(json!({
             "requests": total,
             "waited_requests": waited,
@@ -386,7 +478,11 @@ impl Bench<'_> {
         ));
         self.umount_uf2fs()?;
         let _ = std::fs::remove_dir_all(&self.dir);
-        for d in ["raw", "mnt-uf2fs", "mnt-ext4", "src"] {
+        let _ = sh(&format!(
+            "mountpoint -q {m} && umount {m}; true",
+            m = q(&self.dir.join("mnt-memfs"))
+        ));
+        for d in ["raw", "mnt-uf2fs", "mnt-ext4", "mnt-memfs", "src"] {
             std::fs::create_dir_all(self.dir.join(d)).map_err(|e| format!("{d}: {e}"))?;
         }
         // Room for the fio file, two copies of the tree, and the cleaner's reserve.
@@ -408,6 +504,9 @@ impl Bench<'_> {
                 m = q(&self.dir.join("mnt-ext4"))
             ))?;
         }
+        if wants(Target::Memfs) {
+            self.start_memfs()?;
+        }
         if wants(Target::Engine) {
             sh(&format!(
                 "{} mkfs {} --size {mib}M >/dev/null",
@@ -420,6 +519,7 @@ impl Bench<'_> {
 
     fn teardown(&self) {
         let _ = self.umount_uf2fs();
+        self.stop_memfs();
         let _ = sh(&format!(
             "mountpoint -q {m} && umount {m}; true",
             m = q(&self.dir.join("mnt-ext4"))
@@ -498,15 +598,12 @@ impl Bench<'_> {
             other => return Err(format!("unknown tree workload {other}")),
         };
         self.cold(t)?;
-        let pid = if t == Target::Uf2fs {
-            Some(self.daemon()?)
+        let pid = self.daemon_of(t)?;
+        // (A daemon older than the request counts has none: its cells go without.)
+        let before = if t.counted() {
+            self.requests(t).ok()
         } else {
             None
-        };
-        // (A daemon older than the request counts has none: its cells go without.)
-        let before = match t {
-            Target::Uf2fs => self.requests().ok(),
-            _ => None,
         };
         let started = Instant::now();
         sh(&cmd)?;
@@ -518,7 +615,7 @@ impl Bench<'_> {
         let detail = match before {
             Some(before) => json!({
                 "command": cmd,
-                "transport": self.transport_floor(&before, self.a.tree_files)?,
+                "transport": self.transport_floor(t, &before, self.a.tree_files)?,
             }),
             None => json!({ "command": cmd }),
         };
@@ -527,6 +624,20 @@ impl Bench<'_> {
             peak_rss_kib,
             bound_bytes: pid.as_ref().and_then(|(_, b)| *b),
             detail,
+        })
+    }
+
+    /// The serving daemon's pid and memory bound, for a FUSE target.
+    fn daemon_of(&self, t: Target) -> Res<Option<(String, Option<u64>)>> {
+        Ok(match t {
+            Target::Uf2fs => Some(self.daemon()?),
+            Target::Memfs => self
+                .memfs
+                .lock()
+                .map_err(|_| "memfs lock")?
+                .as_ref()
+                .map(|c| (c.id().to_string(), None)),
+            _ => None,
         })
     }
 
@@ -824,6 +935,7 @@ pub fn run(a: &IoArgs) -> Res<()> {
                 Target::Uf2fs => dir.join("mnt-uf2fs"),
                 Target::Ext4 => dir.join("mnt-ext4"),
                 Target::Engine => dir.join("engine"),
+                Target::Memfs => dir.join("mnt-memfs"),
             };
             (t, p)
         })
@@ -834,6 +946,7 @@ pub fn run(a: &IoArgs) -> Res<()> {
         dir,
         uf2fs,
         roots,
+        memfs: std::sync::Mutex::new(None),
     };
     b.setup()?;
     let result = measure_all(&b);
@@ -843,6 +956,12 @@ pub fn run(a: &IoArgs) -> Res<()> {
 
 fn measure_all(b: &Bench) -> Res<()> {
     let a = b.a;
+    let wants_fio = FIO_JOBS
+        .iter()
+        .any(|j| a.only.is_empty() || a.only.iter().any(|o| o == j.name));
+    if wants_fio && sh("fio --version >/dev/null 2>&1").is_err() {
+        return Err("fio not found (bash scripts/setup.sh installs it)".into());
+    }
     eprintln!("io: making the {}-file tree", a.tree_files);
     let (files, bytes) = make_tree(&b.dir.join("src"), a.tree_files)?;
     sh(&format!(
@@ -872,7 +991,7 @@ fn measure_all(b: &Bench) -> Res<()> {
         let Some((_, cells)) = got.iter_mut().find(|(n, _)| n == name) else {
             return Ok(());
         };
-        for (t, v) in cells.iter_mut() {
+        for (t, v) in cells.iter_mut().filter(|(t, _)| t.runs(name)) {
             eprint!("io: {name} on {} (round {}) ... ", t.name(), round + 1);
             let cell = b.measure(*t, name)?;
             eprintln!("{:.2}", cell.value);
@@ -935,8 +1054,11 @@ fn print_and_save(
     for (name, cells) in rows {
         let is_tree = TREE_JOBS.contains(&name.as_str());
         let mut line = format!("{name:<20}");
-        for (_, c) in cells {
-            line += &format!(" {:>9.2}", c.value);
+        for t in &a.targets {
+            line += &match value(cells, *t) {
+                Some(v) => format!(" {v:>9.2}"),
+                None => format!(" {:>9}", "-"),
+            };
         }
         // Ratios in the direction of "uf2fs takes X times": throughput over throughput for
         // fio (higher better), seconds over seconds for the tree (lower better).
@@ -970,24 +1092,35 @@ fn print_and_save(
     }
     // The tree workloads' transport floor: what uf2fs would take if the engine cost nothing.
     for (name, cells) in rows {
-        let Some(f) = cells
-            .iter()
-            .find(|(t, _)| *t == Target::Uf2fs)
-            .and_then(|(_, c)| c.detail.pointer("/median_round/transport"))
-        else {
-            continue;
-        };
-        let num = |k: &str| f.get(k).and_then(Value::as_f64).unwrap_or(0.0);
-        let floor = num("transport_floor_seconds");
-        let over_ext4 = value(cells, Target::Ext4)
-            .map_or("-".to_string(), |e| format!("{:.2}x ext4", floor / e));
-        println!(
-            "transport floor {name}: {:.1} waited requests per file ({:.0} in all) x {:.1} us \
-             (a null round trip, timed after it) = {floor:.2} s, {over_ext4}",
-            num("waited_per_file"),
-            num("requests"),
-            num("null_round_trip_us"),
-        );
+        for (t, c) in cells {
+            let Some(f) = c.detail.pointer("/median_round/transport") else {
+                continue;
+            };
+            let num = |k: &str| f.get(k).and_then(Value::as_f64).unwrap_or(0.0);
+            let floor = num("transport_floor_seconds");
+            let over_ext4 = value(cells, Target::Ext4)
+                .map_or("-".to_string(), |e| format!("{:.2}x ext4", floor / e));
+            println!(
+                "transport floor {name} ({}): {:.1} waited requests per file ({:.0} in all) x \
+                 {:.1} us (a null round trip, timed after it) = {floor:.2} s, {over_ext4}",
+                t.name(),
+                num("waited_per_file"),
+                num("requests"),
+                num("null_round_trip_us"),
+            );
+        }
+        // memfs measured: the same requests served with no engine behind them.
+        if let Some(m) = value(cells, Target::Memfs) {
+            let of = |t: Target, what: &str| {
+                value(cells, t).map_or(String::new(), |v| format!(", {what} {:.2}x", v / m))
+            };
+            let ext4 = value(cells, Target::Ext4)
+                .map_or(String::new(), |e| format!(" = {:.2}x ext4", m / e));
+            println!(
+                "memfs {name}: {m:.2} s{ext4}{}",
+                of(Target::Uf2fs, "uf2fs is")
+            );
+        }
     }
     let goal = |name: &str, other: Target, want: &str, ok: &dyn Fn(f64) -> bool| {
         rows.iter()

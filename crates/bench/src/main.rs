@@ -37,6 +37,7 @@ mod compress;
 mod fuse_rt;
 mod greedy;
 mod io;
+mod memfs;
 mod shell;
 mod splitmix;
 mod victim_pick;
@@ -136,6 +137,17 @@ enum Cmd {
     /// Reading compressed images (Linux-written, every algorithm) against the same tree
     /// uncompressed: extract and FUSE reads, with the space Linux saved (issue 15).
     Compress(Box<compress::CompressArgs>),
+    /// Serves an in-memory file system on MOUNTPOINT through uf2fs's FUSE transport and
+    /// settings until it is unmounted: the `io` bench's `memfs` target, the transport's floor
+    /// for the tree workloads (issue 14). Its data is lost at unmount.
+    Memfs {
+        mountpoint: PathBuf,
+        /// Request threads (uf2fs's default).
+        #[arg(long, default_value_t = 4)]
+        threads: usize,
+        #[arg(long, value_enum, default_value = "uring")]
+        transport: memfs::Transport,
+    },
 }
 
 fn median_secs(runs: usize, mut f: impl FnMut()) -> f64 {
@@ -645,6 +657,16 @@ fn main() {
         Cmd::FuseRt(args) => {
             if let Err(e) = fuse_rt::run(&args) {
                 eprintln!("fuse-rt: {e}");
+                std::process::exit(1);
+            }
+        }
+        Cmd::Memfs {
+            mountpoint,
+            threads,
+            transport,
+        } => {
+            if let Err(e) = memfs::serve(&mountpoint, threads, transport) {
+                eprintln!("memfs: {e}");
                 std::process::exit(1);
             }
         }
