@@ -473,8 +473,9 @@ fn many_new_files_keep_the_daemon_within_cache_size() {
 }
 
 /// Large writes go to the image with O_DIRECT where the host file system takes it (status
-/// says so and counts the runs), every byte reads back after a remount, and
-/// `direct_writes=off` writes the same file through the host's page cache.
+/// says so and counts the runs), small files written whole do not, every byte reads back
+/// after a remount, and `direct_writes=off` writes the same files through the host's page
+/// cache.
 #[test]
 fn large_writes_go_past_the_host_page_cache_and_read_back() {
     use std::io::Write;
@@ -510,6 +511,18 @@ fn large_writes_go_past_the_host_page_cache_and_read_back() {
         let before = allocated();
         let mnt = dir.join("m");
         let m = Mount::new(&bin(), &img, &mnt, opts);
+        // Small files written whole stay buffered: their writers wait for them.
+        for i in 0..8 {
+            let mut f = std::fs::File::create(mnt.join(format!("small{i}"))).unwrap();
+            f.write_all(&data[..200 << 10]).unwrap();
+            f.sync_all().unwrap();
+        }
+        let st = status(&mnt);
+        assert_eq!(
+            st.pointer("/io/direct_write_runs").and_then(|v| v.as_u64()),
+            Some(0),
+            "{opts:?}: small files went past the page cache: {st}"
+        );
         let mut f = std::fs::File::create(mnt.join("big")).unwrap();
         for chunk in data.chunks(1 << 20) {
             f.write_all(chunk).unwrap();
@@ -548,6 +561,12 @@ fn large_writes_go_past_the_host_page_cache_and_read_back() {
             std::fs::read(mnt.join("big")).unwrap() == data,
             "{opts:?}: bytes differ"
         );
+        for i in 0..8 {
+            assert!(
+                std::fs::read(mnt.join(format!("small{i}"))).unwrap() == data[..200 << 10],
+                "{opts:?}: small{i} differs"
+            );
+        }
         m.umount();
     }
     let _ = std::fs::remove_dir_all(&dir);

@@ -140,6 +140,15 @@ impl BlockDevice for JoinedDevice {
         Ok(())
     }
 
+    fn write_blocks_buffered(&self, blkaddr: u64, buf: &[u8], cause: IoCause) -> io::Result<()> {
+        let n = self.split(blkaddr, buf.len(), |p, addr, r| match buf.get(r) {
+            Some(piece) => p.device.write_blocks_buffered(addr, piece, cause),
+            None => Err(io::Error::other("piece outside the buffer")),
+        })?;
+        self.counters.record_write(cause, n);
+        Ok(())
+    }
+
     /// Flushes every part, even after one fails; the first failure is returned.
     fn flush(&self) -> io::Result<()> {
         let mut first = None;

@@ -25,7 +25,18 @@ pub(crate) struct Runs {
     runs: Vec<(u32, Run)>,
     /// Blocks still expected: a new run's buffer is made that big at once.
     expect: usize,
+    /// Written through the host's page cache whatever the runs' size (a small file's one
+    /// write, which its writer is likely waiting for: [`SMALL_FILE_WRITE`]).
+    pub(crate) buffered: bool,
 }
+
+/// A write of a file from its first block and of fewer bytes than this is taken for a small
+/// file written whole (`tar -x`, `cp`): its runs go through the host's page cache even where
+/// large runs go past it (`direct_writes`). Its writer usually waits for it (a program that
+/// sets the file's times or owner after writing makes the kernel write the pages first), and a
+/// buffered write returns after a copy where a direct one waits for the device. A stream's
+/// later writes, and writes of this size or more, may still go direct.
+pub(crate) const SMALL_FILE_WRITE: usize = 512 * 1024;
 
 /// The most bytes one run holds (one device request).
 const MAX_RUN: usize = 1 << 20;
@@ -164,6 +175,7 @@ impl Runs {
         Runs {
             runs: Vec::new(),
             expect: blocks,
+            buffered: false,
         }
     }
 
@@ -246,8 +258,13 @@ impl Runs {
                     })?
                 }
             };
-            dev.write_blocks(u64::from(*start), bytes, cause)
-                .map_err(|e| Error::io(format!("blocks at {start}"), e))?;
+            let at = u64::from(*start);
+            if self.buffered {
+                dev.write_blocks_buffered(at, bytes, cause)
+            } else {
+                dev.write_blocks(at, bytes, cause)
+            }
+            .map_err(|e| Error::io(format!("blocks at {start}"), e))?;
         }
         Ok(())
     }

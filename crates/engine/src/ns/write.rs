@@ -712,8 +712,13 @@ impl Fs {
                 data => (data.unwrap_or(&[]), None),
             },
         };
-        let blocks = blocks.into_iter();
-        let mut runs = crate::data::Runs::with_capacity(blocks.size_hint().0);
+        let mut blocks = blocks.into_iter().peekable();
+        let count = blocks.size_hint().0;
+        let mut runs = crate::data::Runs::with_capacity(count);
+        // A small file written whole stays out of O_DIRECT (an iterator that does not know
+        // its length counts as small: buffered is only slower, never wrong).
+        runs.buffered = matches!(blocks.peek(), Some((0, _)))
+            && count * BLOCK_SIZE < crate::data::SMALL_FILE_WRITE;
         // (nid, [(slot, new address)]) in the order the nodes come.
         let mut links: Vec<(u32, Vec<(usize, u32)>)> = Vec::new();
         // The previous block's (file block, node, slot, node version): the next file block
