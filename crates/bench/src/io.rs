@@ -597,6 +597,14 @@ impl Bench<'_> {
             "rm-rf" => format!("rm -rf {} {}", q(&tree), q(&copy)),
             other => return Err(format!("unknown tree workload {other}")),
         };
+        // A round run without rm -rf (`--only`) leaves its trees: gone before the next
+        // tar -x, untimed.
+        if job == "tar-x" {
+            sh(&format!("rm -rf {} {}", q(&tree), q(&copy)))?;
+            if t == Target::Uf2fs {
+                sh(&self.sync_cmd(t)?)?;
+            }
+        }
         self.cold(t)?;
         let pid = self.daemon_of(t)?;
         // (A daemon older than the request counts has none: its cells go without.)

@@ -147,6 +147,10 @@ enum Cmd {
         threads: usize,
         #[arg(long, value_enum, default_value = "uring")]
         transport: memfs::Transport,
+        /// Microseconds of CPU each request spends before its answer (a busy wait): how
+        /// the transport's cost moves with a daemon's work per request.
+        #[arg(long, default_value_t = 0)]
+        work_us: u64,
     },
 }
 
@@ -664,8 +668,10 @@ fn main() {
             mountpoint,
             threads,
             transport,
+            work_us,
         } => {
-            if let Err(e) = memfs::serve(&mountpoint, threads, transport) {
+            let work = std::time::Duration::from_micros(work_us);
+            if let Err(e) = memfs::serve(&mountpoint, threads, transport, work) {
                 eprintln!("memfs: {e}");
                 std::process::exit(1);
             }

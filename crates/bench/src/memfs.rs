@@ -74,6 +74,9 @@ pub struct MemFs {
     tree: Mutex<Tree>,
     next_ino: AtomicU64,
     counts: Arc<OnceLock<Arc<fuser::RequestCounts>>>,
+    /// CPU time each request spends before its answer (`--work-us`): a daemon that does
+    /// this much per request, for how the transport's cost depends on it.
+    work: Duration,
 }
 
 /// The time as the kernel stamps inodes: its coarse real-time clock. (With a finer clock
@@ -202,7 +205,7 @@ impl Tree {
 }
 
 impl MemFs {
-    fn new(transport: Transport) -> MemFs {
+    fn new(transport: Transport, work: Duration) -> MemFs {
         let mut tree = Tree::default();
         let root = new_attr(ROOT, FileType::Directory, 0o755, 0, 0);
         tree.inodes.insert(
@@ -217,13 +220,21 @@ impl MemFs {
         );
         MemFs {
             transport,
+            work,
             tree: Mutex::new(tree),
             next_ino: AtomicU64::new(ROOT + 1),
             counts: Arc::new(OnceLock::new()),
         }
     }
 
+    /// The tree, for one request (each takes it once), after the request's `work`.
     fn lock(&self) -> MutexGuard<'_, Tree> {
+        if !self.work.is_zero() {
+            let start = std::time::Instant::now();
+            while start.elapsed() < self.work {
+                std::hint::spin_loop();
+            }
+        }
         self.tree.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -906,8 +917,13 @@ impl Filesystem for MemFs {
 
 /// Serves a memfs on `mountpoint` until it is unmounted, with `threads` request threads and
 /// the transport settings of `uf2fs mount` (its defaults with `Transport::Uring`).
-pub fn serve(mountpoint: &Path, threads: usize, transport: Transport) -> Result<(), String> {
-    let fs = MemFs::new(transport);
+pub fn serve(
+    mountpoint: &Path,
+    threads: usize,
+    transport: Transport,
+    work: Duration,
+) -> Result<(), String> {
+    let fs = MemFs::new(transport, work);
     let counts = fs.counts.clone();
     let mut config = Config::default();
     config.mount_options = vec![
