@@ -243,3 +243,83 @@ fn a_read_the_image_cannot_serve_fails_alone_on_either_transport() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// With the yield, serving threads stay in SCHED_IDLE between small requests; beside busy
+/// programs on every CPU such a thread gets a sliver of its CPU, and the guard must put one
+/// that has served a request for 2 ms back in SCHED_OTHER (status counts it), so that
+/// requests still finish in their normal share of the CPU. Every file must read back.
+#[test]
+fn a_request_kept_off_its_cpu_by_busy_programs_is_lifted_out_of_sched_idle() {
+    if !Path::new(ENABLE).exists() {
+        eprintln!("this kernel has no FUSE over io_uring ({ENABLE} is missing): not tested");
+        return;
+    }
+    std::fs::write(ENABLE, "Y").unwrap();
+    let dir = scratch("io-uring-guard");
+    let img = dir.join("img");
+    mkfs(&img, "256M");
+    let mnt = dir.join("mnt");
+    let m = Mount::new(&bin(), &img, &mnt, &[]);
+    let status = || run(Command::new(bin()).arg("status").arg(&mnt));
+    let lifted = |text: &str| -> u64 {
+        let at = text
+            .find(" lifted to SCHED_OTHER")
+            .unwrap_or_else(|| panic!("no lift count in the status:\n{text}"));
+        let head = &text[..at];
+        head[head.rfind('(').unwrap() + 1..].parse().unwrap()
+    };
+    let before = lifted(&status());
+    // Two busy loops on every CPU, at the normal priority.
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let started = std::time::Instant::now();
+    let mut slowest = std::time::Duration::ZERO;
+    std::thread::scope(|s| {
+        for cpu in 0..cpus() * 2 {
+            let stop = &stop;
+            s.spawn(move || {
+                let mut set = rustix::thread::CpuSet::new();
+                set.set(cpu % cpus());
+                rustix::thread::sched_setaffinity(None, &set).unwrap();
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    std::hint::spin_loop();
+                }
+            });
+        }
+        slowest = on_cpu(0, || {
+            let mut slowest = std::time::Duration::ZERO;
+            for i in 0..300 {
+                let t = std::time::Instant::now();
+                let p = mnt.join(format!("f{i}"));
+                std::fs::write(&p, format!("file {i}")).unwrap();
+                std::fs::set_permissions(&p, std::os::unix::fs::PermissionsExt::from_mode(0o640))
+                    .unwrap();
+                if i % 10 == 0 {
+                    // A directory's fsync writes a checkpoint: a request of some length.
+                    std::fs::File::open(&mnt).unwrap().sync_all().unwrap();
+                }
+                slowest = slowest.max(t.elapsed());
+            }
+            slowest
+        });
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    });
+    let took = started.elapsed();
+    let after = lifted(&status());
+    assert!(
+        after > before,
+        "no request was lifted out of SCHED_IDLE beside busy loops ({before} before, {after} \
+         after; 300 files in {took:?}, slowest {slowest:?})"
+    );
+    assert!(
+        took < std::time::Duration::from_secs(60),
+        "300 files took {took:?} beside busy loops"
+    );
+    for i in 0..300 {
+        assert_eq!(
+            std::fs::read_to_string(mnt.join(format!("f{i}"))).unwrap(),
+            format!("file {i}")
+        );
+    }
+    m.umount();
+    check_image(&img, &[]);
+}

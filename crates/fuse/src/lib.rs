@@ -396,9 +396,13 @@ fn transport(ring: Option<&fuser::IoUringInfo>) -> String {
             r.queues,
             r.threads_per_queue,
             if r.yielding {
-                ", yielding the CPU after replies"
+                format!(
+                    ", yielding the CPU after replies and serving small requests in \
+                     SCHED_IDLE ({} lifted to SCHED_OTHER after 2 ms)",
+                    r.lifted()
+                )
             } else {
-                ""
+                String::new()
             }
         ),
         None => "/dev/fuse".to_string(),

@@ -165,6 +165,12 @@ impl IoUringInfo {
     pub fn failed(&self) -> bool {
         self.failed.load(std::sync::atomic::Ordering::Relaxed)
     }
+
+    /// How many times a yielding thread that served one request for 2 ms or more was put
+    /// back in SCHED_OTHER (`uring::guard`).
+    pub fn lifted(&self) -> u64 {
+        crate::uring::guard::lifted()
+    }
 }
 
 impl<FS: Filesystem> AsFd for Session<FS> {

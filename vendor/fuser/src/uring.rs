@@ -474,6 +474,9 @@ pub(crate) fn serve<FS: Filesystem>(
     let mut registered = true;
     let mut idle = false;
     let mut last_was_read = false;
+    // With the yield, this thread stays in SCHED_IDLE from one small request to the next (see
+    // below); the guard lifts one that a busier program keeps off its CPU.
+    let watch = plan.yield_cpu.then(guard::register);
     loop {
         let asked = std::time::Instant::now();
         match ring.submit_and_wait(1) {
@@ -524,7 +527,10 @@ pub(crate) fn serve<FS: Filesystem>(
         let alone = read && READS_SERVED.fetch_add(1, Ordering::Relaxed) == 0;
         let reading = alone && last_was_read && asked.elapsed() >= QUIET_WAIT;
         last_was_read = read;
-        if idle {
+        if let Some(w) = &watch {
+            w.start();
+        }
+        if idle && (streaming || watch.is_none()) {
             idle = !set_idle(false);
         }
         let unpin = streaming || reading;
@@ -540,16 +546,28 @@ pub(crate) fn serve<FS: Filesystem>(
         if read {
             READS_SERVED.fetch_sub(1, Ordering::Relaxed);
         }
+        if watch.as_ref().is_some_and(|w| w.finish()) {
+            // The guard put this thread back in SCHED_OTHER while it served.
+            idle = false;
+        }
         let sqe = command(fd, COMMIT_AND_FETCH, q, commit_id, None, 0);
         // SAFETY: as for the registration; the commit reuses the registered buffers.
         unsafe { ring.submission().push(&sqe) }.map_err(|_| io::Error::other("SQ full"))?;
-        if plan.yield_cpu && !streaming {
+        if plan.yield_cpu && !streaming && !idle {
             // The commit wakes the caller. The scheduler puts a woken task on an idle CPU
             // rather than on a busy one, and this thread is busy until it waits again: the
             // caller would hop to the other CPU (a cross-CPU wake-up, and its next request on
             // the other queue) at every reply. A CPU that runs only SCHED_IDLE tasks counts as
-            // free, so the caller stays here and runs at once; this thread takes its normal
-            // policy back as soon as the next request arrives.
+            // free, so the caller stays here and runs at once.
+            //
+            // The thread then stays in SCHED_IDLE while it serves the next small requests:
+            // taking SCHED_OTHER back at each request and leaving it at each reply cost two
+            // `sched_setscheduler` calls per request, a quarter of the daemon's CPU in a tree
+            // of small files (docs/design.md, stop 39). Alone on its CPU (the caller waits
+            // for the reply) an idle thread runs as fast as any; beside a busier program it
+            // would wait, perhaps holding a lock others need, so the guard (`guard`) puts a
+            // thread that has served one request for `guard::STUCK` back in SCHED_OTHER, and
+            // a stream's request (`is_streaming`) takes it back at once.
             idle = set_idle(true);
         }
     }
@@ -681,14 +699,175 @@ fn error_header(unique: u64, error: i32) -> [u8; OUT_HEADER_LEN] {
 
 /// Puts this thread in SCHED_IDLE or back in SCHED_OTHER; true if the kernel agreed.
 fn set_idle(idle: bool) -> bool {
+    set_policy(0, idle)
+}
+
+/// Puts thread `tid` (0: this one) in SCHED_IDLE or SCHED_OTHER; true if the kernel agreed.
+fn set_policy(tid: libc::pid_t, idle: bool) -> bool {
     let param = libc::sched_param { sched_priority: 0 };
     let policy = if idle {
         libc::SCHED_IDLE
     } else {
         libc::SCHED_OTHER
     };
-    // SAFETY: `param` lives for the call; pid 0 is the calling thread.
-    unsafe { libc::sched_setscheduler(0, policy, &param) == 0 }
+    // SAFETY: `param` lives for the call.
+    unsafe { libc::sched_setscheduler(tid, policy, &param) == 0 }
+}
+
+/// uf2fs: the guard of serving threads that stay in SCHED_IDLE while they serve small
+/// requests (see `serve`). A SCHED_IDLE thread runs at full speed on a CPU nobody else wants,
+/// which is the usual case (the caller waits for the reply), but beside a busy program it
+/// gets a sliver of the CPU, and while it holds one of the filesystem's locks every other
+/// request waits too. The guard checks the threads every `PERIOD` while any serves (less often
+/// while none does) and puts one that has served a single request for `STUCK` or more back
+/// in SCHED_OTHER; that thread leaves it again after its reply.
+pub(crate) mod guard {
+    use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
+    use std::sync::{Arc, Mutex, OnceLock};
+    use std::time::{Duration, Instant};
+
+    /// Serving one request this long makes a thread count as kept off its CPU.
+    pub(crate) const STUCK: Duration = Duration::from_millis(2);
+    /// How often the guard looks while threads serve.
+    const PERIOD: Duration = Duration::from_millis(2);
+    /// How long it sleeps at most when it last found nobody serving (doubling up to this;
+    /// the next request wakes it).
+    const QUIET_PERIOD: Duration = Duration::from_millis(256);
+
+    /// Threads put back in SCHED_OTHER so far, by every session of this process.
+    static LIFTED: AtomicU64 = AtomicU64::new(0);
+
+    /// How many times the guard has put a serving thread back in SCHED_OTHER.
+    pub(crate) fn lifted() -> u64 {
+        LIFTED.load(Ordering::Relaxed)
+    }
+
+    /// One serving thread, as the guard sees it.
+    pub(crate) struct Watch {
+        tid: AtomicI32,
+        /// Microseconds since `epoch()` plus one when its request began; 0 while it waits.
+        busy_since: AtomicU64,
+        /// Set by the guard when it lifted the thread to SCHED_OTHER.
+        boosted: AtomicBool,
+    }
+
+    /// A serving thread's registration; it leaves the guard's list when dropped.
+    pub(crate) struct Registered(Arc<Watch>);
+
+    fn epoch() -> Instant {
+        static EPOCH: OnceLock<Instant> = OnceLock::new();
+        *EPOCH.get_or_init(Instant::now)
+    }
+
+    fn now_us() -> u64 {
+        u64::try_from(epoch().elapsed().as_micros()).unwrap_or(u64::MAX - 1) + 1
+    }
+
+    fn watched() -> &'static Mutex<Vec<Arc<Watch>>> {
+        static WATCHED: Mutex<Vec<Arc<Watch>>> = Mutex::new(Vec::new());
+        &WATCHED
+    }
+
+    /// The guard's thread, once started.
+    static GUARD: OnceLock<Option<std::thread::Thread>> = OnceLock::new();
+    /// Set while the guard sleeps longer than `AWAKE` (it found nobody serving several times
+    /// running): the next request wakes it. A request is thus looked at within `AWAKE`
+    /// after it has served `STUCK`, and a busy mount does not pay a wake-up per request.
+    static DOZING: AtomicBool = AtomicBool::new(false);
+    /// The longest the guard sleeps without being woken by the next request.
+    const AWAKE: Duration = Duration::from_millis(8);
+
+    /// Registers the calling thread, starting the guard with the first one.
+    pub(crate) fn register() -> Registered {
+        GUARD.get_or_init(|| {
+            match std::thread::Builder::new()
+                .name("fuser-ring-guard".into())
+                .spawn(run)
+            {
+                Ok(h) => Some(h.thread().clone()),
+                Err(e) => {
+                    super::warn!("io_uring: the serving threads' guard did not start: {e}");
+                    None
+                }
+            }
+        });
+        // SAFETY: gettid has no preconditions.
+        let tid = unsafe { libc::gettid() };
+        let w = Arc::new(Watch {
+            tid: AtomicI32::new(tid),
+            busy_since: AtomicU64::new(0),
+            boosted: AtomicBool::new(false),
+        });
+        if let Ok(mut list) = watched().lock() {
+            list.push(w.clone());
+        }
+        Registered(w)
+    }
+
+    impl Registered {
+        /// A request begins.
+        pub(crate) fn start(&self) {
+            self.0.busy_since.store(now_us(), Ordering::Release);
+            if DOZING.load(Ordering::Relaxed) && DOZING.swap(false, Ordering::AcqRel) {
+                if let Some(Some(guard)) = GUARD.get() {
+                    guard.unpark();
+                }
+            }
+        }
+
+        /// The request is answered; whether the guard lifted the thread meanwhile.
+        pub(crate) fn finish(&self) -> bool {
+            self.0.busy_since.store(0, Ordering::Release);
+            self.0.boosted.swap(false, Ordering::AcqRel)
+        }
+    }
+
+    impl Drop for Registered {
+        fn drop(&mut self) {
+            if let Ok(mut list) = watched().lock() {
+                list.retain(|w| !Arc::ptr_eq(w, &self.0));
+            }
+        }
+    }
+
+    /// Lifts every thread that has served one request for `STUCK` or more at `now` (in
+    /// `now_us` units); how many threads were serving.
+    pub(crate) fn check(now: u64) -> usize {
+        let Ok(list) = watched().lock() else {
+            return 0;
+        };
+        let stuck = u64::try_from(STUCK.as_micros()).unwrap_or(u64::MAX);
+        let mut serving = 0;
+        for w in list.iter() {
+            let since = w.busy_since.load(Ordering::Acquire);
+            if since == 0 {
+                continue;
+            }
+            serving += 1;
+            if now.saturating_sub(since) >= stuck && !w.boosted.load(Ordering::Acquire) {
+                // If the request ended meanwhile, the thread serves its next one in
+                // SCHED_OTHER and leaves it after that reply: two calls, no harm.
+                if super::set_policy(w.tid.load(Ordering::Relaxed), false) {
+                    w.boosted.store(true, Ordering::Release);
+                    LIFTED.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }
+        serving
+    }
+
+    fn run() {
+        let mut wait = PERIOD;
+        loop {
+            DOZING.store(wait > AWAKE, Ordering::Release);
+            std::thread::park_timeout(wait);
+            wait = if check(now_us()) > 0 {
+                PERIOD
+            } else {
+                (wait * 2).min(QUIET_PERIOD)
+            };
+        }
+    }
 }
 
 /// Whether a thread here may go to SCHED_IDLE and come back: coming back needs
