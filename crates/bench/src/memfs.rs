@@ -143,6 +143,22 @@ impl Tree {
         }
         Ok(d)
     }
+    /// A directory's entries after `offset`, each with its own offset (the one a reader
+    /// resumes after): "." and ".." at 1 and 2 (both naming the directory itself: memfs
+    /// keeps no parent), then the names in order.
+    fn entries_from(&self, dir: u64, offset: u64) -> Result<Vec<(u64, u64, OsString)>, Errno> {
+        let d = self.dir(dir)?;
+        let dots = [(dir, OsString::from(".")), (dir, OsString::from(".."))];
+        let names = d.entries.iter().map(|(n, i)| (*i, n.clone()));
+        Ok(dots
+            .into_iter()
+            .chain(names)
+            .zip(1u64..)
+            .skip_while(|(_, next)| *next <= offset)
+            .map(|((ino, name), next)| (next, ino, name))
+            .collect())
+    }
+
     fn child(&self, parent: u64, name: &OsStr) -> Result<u64, Errno> {
         self.dir(parent)?
             .entries
@@ -715,17 +731,11 @@ impl Filesystem for MemFs {
         mut reply: ReplyDirectory,
     ) {
         let t = self.lock();
-        let d = match t.dir(ino.0) {
-            Ok(d) => d,
+        let entries = match t.entries_from(ino.0, offset) {
+            Ok(e) => e,
             Err(e) => return reply.error(e),
         };
-        let dots = [(ino.0, OsStr::new(".")), (ino.0, OsStr::new(".."))];
-        let names = d.entries.iter().map(|(n, i)| (*i, n.as_os_str()));
-        for (k, (child, name)) in dots.into_iter().chain(names).enumerate() {
-            let next = k as u64 + 1;
-            if next <= offset {
-                continue;
-            }
+        for (next, child, name) in entries {
             let kind = t.get(child).map_or(FileType::RegularFile, |c| c.attr.kind);
             if reply.add(INodeNo(child), next, kind, name) {
                 break;
@@ -743,24 +753,17 @@ impl Filesystem for MemFs {
         mut reply: ReplyDirectoryPlus,
     ) {
         let mut t = self.lock();
-        let d = match t.dir(ino.0) {
-            Ok(d) => d,
+        let entries = match t.entries_from(ino.0, offset) {
+            Ok(e) => e,
             Err(e) => return reply.error(e),
         };
-        let dots = [(ino.0, OsString::from(".")), (ino.0, OsString::from(".."))];
-        let names = d.entries.iter().map(|(n, i)| (*i, n.clone()));
-        let all: Vec<(u64, OsString)> = dots.into_iter().chain(names).collect();
-        for (k, (child, name)) in all.into_iter().enumerate() {
-            let next = k as u64 + 1;
-            if next <= offset {
-                continue;
-            }
+        for (next, child, name) in entries {
             let Ok(c) = t.get(child) else { continue };
             if reply.add(INodeNo(child), next, &name, &TTL, &c.attr, Generation(0)) {
                 break;
             }
             // The kernel takes a reference for every entry but "." and "..".
-            if k >= 2 {
+            if next > 2 {
                 let _ = t.looked_up(child);
             }
         }
