@@ -527,11 +527,11 @@ pub(crate) fn serve<FS: Filesystem>(
         let alone = read && READS_SERVED.fetch_add(1, Ordering::Relaxed) == 0;
         let reading = alone && last_was_read && asked.elapsed() >= QUIET_WAIT;
         last_was_read = read;
-        if let Some(w) = &watch {
-            w.start();
-        }
-        if idle && (streaming || watch.is_none()) {
-            idle = !set_idle(false);
+        match &watch {
+            // Served in SCHED_IDLE: the guard watches it.
+            Some(w) if idle && !streaming => w.start(),
+            _ if idle => idle = !set_idle(false),
+            _ => {}
         }
         let unpin = streaming || reading;
         if unpin == pinned {
