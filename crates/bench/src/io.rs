@@ -472,16 +472,15 @@ impl Bench<'_> {
     }
 
     fn setup(&self) -> Res<()> {
-        let _ = sh(&format!(
-            "mountpoint -q {m} && umount {m}; true",
-            m = q(&self.dir.join("mnt-ext4"))
-        ));
+        // Left mounted by an interrupted run: unmounted before the directory is removed.
+        for m in ["mnt-ext4", "mnt-memfs"] {
+            let _ = sh(&format!(
+                "mountpoint -q {m} && umount {m}; true",
+                m = q(&self.dir.join(m))
+            ));
+        }
         self.umount_uf2fs()?;
         let _ = std::fs::remove_dir_all(&self.dir);
-        let _ = sh(&format!(
-            "mountpoint -q {m} && umount {m}; true",
-            m = q(&self.dir.join("mnt-memfs"))
-        ));
         for d in ["raw", "mnt-uf2fs", "mnt-ext4", "mnt-memfs", "src"] {
             std::fs::create_dir_all(self.dir.join(d)).map_err(|e| format!("{d}: {e}"))?;
         }
@@ -551,11 +550,7 @@ impl Bench<'_> {
         if job.rw.contains("write") {
             cmd += " --end_fsync=1";
         }
-        let pid = if t == Target::Uf2fs {
-            Some(self.daemon()?)
-        } else {
-            None
-        };
+        let pid = self.daemon_of(t)?;
         let started = Instant::now();
         let out = sh(&cmd)?;
         let wall = started.elapsed().as_secs_f64();

@@ -218,6 +218,21 @@ impl Tree {
         self.bytes = self.bytes - old + size;
         Ok(())
     }
+
+    /// Writes `bytes` at byte `offset` of file `ino`, growing it to hold them; its inode,
+    /// for the times.
+    fn write_at(&mut self, ino: u64, offset: u64, bytes: &[u8]) -> Result<&mut Inode, Errno> {
+        let end = offset.checked_add(bytes.len() as u64).ok_or(Errno::EFBIG)?;
+        if end > self.get(ino)?.data.len() as u64 {
+            self.resize(ino, end)?;
+        }
+        let at = usize::try_from(offset).map_err(|_| Errno::EFBIG)?;
+        let i = self.get_mut(ino)?;
+        if let Some(dst) = i.data.get_mut(at..at + bytes.len()) {
+            dst.copy_from_slice(bytes);
+        }
+        Ok(i)
+    }
 }
 
 impl MemFs {
@@ -374,6 +389,13 @@ fn acl_mode(v: &[u8]) -> Option<(u16, bool)> {
 fn done(reply: ReplyEmpty, r: Result<(), Errno>) {
     match r {
         Ok(()) => reply.ok(),
+        Err(e) => reply.error(e),
+    }
+}
+
+fn written(reply: ReplyWrite, r: Result<u32, Errno>) {
+    match r {
+        Ok(n) => reply.written(n),
         Err(e) => reply.error(e),
     }
 }
@@ -668,15 +690,7 @@ impl Filesystem for MemFs {
     ) {
         let mut t = self.lock();
         let run = |t: &mut Tree| -> Result<u32, Errno> {
-            let end = offset.checked_add(data.len() as u64).ok_or(Errno::EFBIG)?;
-            if end > t.get(ino.0)?.data.len() as u64 {
-                t.resize(ino.0, end)?;
-            }
-            let i = t.get_mut(ino.0)?;
-            let from = usize::try_from(offset).map_err(|_| Errno::EFBIG)?;
-            if let Some(dst) = i.data.get_mut(from..from + data.len()) {
-                dst.copy_from_slice(data);
-            }
+            let i = t.write_at(ino.0, offset, data)?;
             // A write from the kernel's page cache leaves the times to the kernel.
             if !write_flags.contains(WriteFlags::FUSE_WRITE_CACHE) {
                 let now = now();
@@ -685,10 +699,7 @@ impl Filesystem for MemFs {
             }
             Ok(data.len() as u32)
         };
-        match run(&mut t) {
-            Ok(n) => reply.written(n),
-            Err(e) => reply.error(e),
-        }
+        written(reply, run(&mut t))
     }
 
     fn flush(
@@ -895,26 +906,13 @@ impl Filesystem for MemFs {
                 .get(from..from.saturating_add(want).min(src.len()))
                 .unwrap_or(&[])
                 .to_vec();
-            let end = offset_out
-                .checked_add(chunk.len() as u64)
-                .ok_or(Errno::EFBIG)?;
-            if end > t.get(ino_out.0)?.data.len() as u64 {
-                t.resize(ino_out.0, end)?;
-            }
-            let at = usize::try_from(offset_out).map_err(|_| Errno::EFBIG)?;
-            let dst = t.get_mut(ino_out.0)?;
-            if let Some(d) = dst.data.get_mut(at..at + chunk.len()) {
-                d.copy_from_slice(&chunk);
-            }
+            let dst = t.write_at(ino_out.0, offset_out, &chunk)?;
             let now = now();
             dst.attr.mtime = now;
             dst.attr.ctime = now;
             Ok(chunk.len() as u32)
         };
-        match run(&mut t) {
-            Ok(n) => reply.written(n),
-            Err(e) => reply.error(e),
-        }
+        written(reply, run(&mut t))
     }
 }
 

@@ -722,7 +722,7 @@ fn set_policy(tid: libc::pid_t, idle: bool) -> bool {
 /// while none does) and puts one that has served a single request for `STUCK` or more back
 /// in SCHED_OTHER; that thread leaves it again after its reply.
 pub(crate) mod guard {
-    use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
     use std::sync::{Arc, Mutex, OnceLock};
     use std::time::{Duration, Instant};
 
@@ -744,7 +744,7 @@ pub(crate) mod guard {
 
     /// One serving thread, as the guard sees it.
     pub(crate) struct Watch {
-        tid: AtomicI32,
+        tid: libc::pid_t,
         /// Microseconds since `epoch()` plus one when its request began; 0 while it waits.
         busy_since: AtomicU64,
         /// Set by the guard when it lifted the thread to SCHED_OTHER.
@@ -794,7 +794,7 @@ pub(crate) mod guard {
         // SAFETY: gettid has no preconditions.
         let tid = unsafe { libc::gettid() };
         let w = Arc::new(Watch {
-            tid: AtomicI32::new(tid),
+            tid,
             busy_since: AtomicU64::new(0),
             boosted: AtomicBool::new(false),
         });
@@ -832,7 +832,7 @@ pub(crate) mod guard {
 
     /// Lifts every thread that has served one request for `STUCK` or more at `now` (in
     /// `now_us` units); how many threads were serving.
-    pub(crate) fn check(now: u64) -> usize {
+    fn check(now: u64) -> usize {
         let Ok(list) = watched().lock() else {
             return 0;
         };
@@ -847,7 +847,7 @@ pub(crate) mod guard {
             if now.saturating_sub(since) >= stuck && !w.boosted.load(Ordering::Acquire) {
                 // If the request ended meanwhile, the thread serves its next one in
                 // SCHED_OTHER and leaves it after that reply: two calls, no harm.
-                if super::set_policy(w.tid.load(Ordering::Relaxed), false) {
+                if super::set_policy(w.tid, false) {
                     w.boosted.store(true, Ordering::Release);
                     LIFTED.fetch_add(1, Ordering::Relaxed);
                 }
