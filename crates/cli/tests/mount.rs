@@ -1040,6 +1040,54 @@ fn a_write_by_someone_outside_the_group_drops_set_group_id() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A directory listed with attributes (READDIRPLUS) has its entries' inodes read together:
+/// a checkpoint wrote them side by side, and a reply's worth goes in one device read rather
+/// than one read per entry (`uf2fs status`: node reads by cause).
+#[test]
+fn a_listing_with_attributes_reads_its_entries_inodes_together() {
+    let dir = scratch("mount-listing");
+    let img = dir.join("img");
+    mkfs(&img, "256M");
+    let mnt = dir.join("mnt");
+    let m = Mount::new(&bin(), &img, &mnt, &[]);
+    std::fs::create_dir(mnt.join("d")).unwrap();
+    const FILES: usize = 400;
+    for i in 0..FILES {
+        std::fs::write(mnt.join(format!("d/file-{i:05}.txt")), vec![b'x'; i + 1]).unwrap();
+    }
+    m.umount();
+    let m = Mount::new(&bin(), &img, &mnt, &[]);
+    let node_reads = |st: &serde_json::Value| {
+        st.pointer("/io/read_requests/node")
+            .and_then(|v| v.as_u64())
+            .unwrap_or_else(|| panic!("no node read count in {st}"))
+    };
+    let before = node_reads(&status(&mnt));
+    let mut sizes: Vec<(String, u64)> = std::fs::read_dir(mnt.join("d"))
+        .unwrap()
+        .map(|e| {
+            let e = e.unwrap();
+            (
+                e.file_name().into_string().unwrap(),
+                e.metadata().unwrap().len(),
+            )
+        })
+        .collect();
+    sizes.sort();
+    let want: Vec<(String, u64)> = (0..FILES)
+        .map(|i| (format!("file-{i:05}.txt"), i as u64 + 1))
+        .collect();
+    assert_eq!(sizes, want, "the listing and its sizes");
+    let reads = node_reads(&status(&mnt)) - before;
+    assert!(
+        reads <= (FILES / 8) as u64,
+        "{reads} node reads to list {FILES} entries with their attributes"
+    );
+    m.umount();
+    fsck_both(&img);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// A directory holding one inode that cannot be read (its node block names another node) is
 /// still listed whole through the mount, where READDIRPLUS hands out attributes with the
 /// names: the damaged entry is there, a stat of it fails with EIO, and its neighbours read.

@@ -198,6 +198,9 @@ impl<T: BlockDevice + ?Sized> BlockDevice for std::sync::Arc<T> {
     fn write_blocks(&self, blkaddr: u64, buf: &[u8], cause: IoCause) -> io::Result<()> {
         (**self).write_blocks(blkaddr, buf, cause)
     }
+    fn write_blocks_buffered(&self, blkaddr: u64, buf: &[u8], cause: IoCause) -> io::Result<()> {
+        (**self).write_blocks_buffered(blkaddr, buf, cause)
+    }
     fn flush(&self) -> io::Result<()> {
         (**self).flush()
     }

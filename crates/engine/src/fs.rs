@@ -605,6 +605,13 @@ impl Fs {
         self.reread(Some(ino), || self.getattr(ino))
     }
 
+    /// Readies the inodes `nids` for the `getattr`s that follow, reading those not cached
+    /// together (neighbours on the device in one read): a READDIRPLUS reply's entries. Best
+    /// effort: what cannot be read now is left for those `getattr`s to report.
+    pub fn prefetch_inodes(&self, nids: &[u32]) {
+        self.vol.prefetch_inodes(nids);
+    }
+
     /// [`Fs::inode`] for a caller racing changes, as [`Fs::getattr_shared`].
     pub(crate) fn inode_shared(&self, ino: u32) -> Result<Arc<Inode>> {
         self.reread(Some(ino), || self.inode(ino))

@@ -51,6 +51,8 @@ pub struct IoStats {
     /// Blocks written to the device since mount, by cause.
     pub written_blocks: BTreeMap<&'static str, u64>,
     pub read_blocks: u64,
+    /// Device reads since mount, by cause (a read of a run of blocks is one).
+    pub read_requests: BTreeMap<&'static str, u64>,
     pub flushes: u64,
     /// Device blocks written per block of user data written (none before any data).
     pub write_amplification: Option<f64>,
@@ -79,6 +81,11 @@ impl Fs {
         let io = IoStats {
             written_blocks,
             read_blocks: io.total_read(),
+            read_requests: IoCause::ALL
+                .iter()
+                .zip(io.read_requests)
+                .map(|(c, n)| (c.name(), n))
+                .collect(),
             flushes: io.flushes,
             write_amplification: (data > 0).then(|| io.total_written() as f64 / data as f64),
             direct_writes: match direct {

@@ -119,13 +119,28 @@ impl Vol {
         let epoch = self.inode_epoch.load(Ordering::Acquire);
         let expect = crate::node::Expect { ino, ofs: 0 };
         let block = self.nodes.read(&*self.dev, &self.nat, ino, expect)?;
-        let inode = Arc::new(Inode::parse(&block, ino, &self.sb)?);
+        let inode = Arc::new(Inode::parse_shared(block, ino, &self.sb)?);
         if let Ok(mut c) = self.inodes.lock() {
             if self.inode_epoch.load(Ordering::Acquire) == epoch {
                 crate::cache::insert_bounded(&mut c, self.inode_cap, ino, inode.clone());
             }
         }
         Ok(inode)
+    }
+
+    /// Reads the inodes of `nids` not cached yet together (see [`Nodes::prefetch_inodes`]).
+    pub(crate) fn prefetch_inodes(&self, nids: &[u32]) {
+        let missing: Vec<u32> = match self.inodes.lock() {
+            Ok(c) => nids
+                .iter()
+                .copied()
+                .filter(|n| !c.contains_key(n))
+                .collect(),
+            Err(_) => return,
+        };
+        if !missing.is_empty() {
+            self.nodes.prefetch_inodes(&*self.dev, &self.nat, &missing);
+        }
     }
 
     /// Drops the cached parse of `ino` after a change to it (see `inode_epoch`).

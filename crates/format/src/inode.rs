@@ -210,7 +210,8 @@ pub struct Inode {
     /// The compression fields of a compressed regular file (None for any other inode).
     pub compression: Option<Compression>,
     pub footer: Footer,
-    block: Box<[u8; BLOCK_SIZE]>,
+    /// Shared, not copied: a cache that holds the node block holds it once.
+    block: std::sync::Arc<[u8; BLOCK_SIZE]>,
 }
 
 fn u32_at(block: &[u8; BLOCK_SIZE], at: usize) -> u32 {
@@ -278,6 +279,17 @@ impl Inode {
         ino: u32,
         sb: &Superblock,
     ) -> Result<Inode, FormatError> {
+        Inode::parse_shared(std::sync::Arc::new(*block), ino, sb)
+    }
+
+    /// [`Inode::parse`] of a block the caller already shares (a node cache's copy): the
+    /// inode keeps it without a copy.
+    pub fn parse_shared(
+        shared: std::sync::Arc<[u8; BLOCK_SIZE]>,
+        ino: u32,
+        sb: &Superblock,
+    ) -> Result<Inode, FormatError> {
+        let block: &[u8; BLOCK_SIZE] = &shared;
         let bad = |field: &'static str, value: u64| CorruptKind::InodeField { ino, field, value };
         let raw = RawInode::ref_from_bytes(block.get(..FOOTER_OFFSET).unwrap_or(&[]))
             .map_err(|_| bad("length", 0))?;
@@ -385,7 +397,7 @@ impl Inode {
             checksum,
             compression,
             footer,
-            block: Box::new(*block),
+            block: shared.clone(),
         };
         inode.check_sizes()?;
         Ok(inode)

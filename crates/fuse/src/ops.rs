@@ -1199,32 +1199,66 @@ impl Filesystem for Volume {
         offset: u64,
         mut reply: ReplyDirectoryPlus,
     ) {
-        let r = self.list(self.nid(ino), offset, &mut |next, name, nid, kind| {
-            let (fattr, generation, ttl) = match self.fs.getattr_shared(nid) {
-                Ok(a) => (to_fuse_attr(&a), a.generation, self.attr_ttl(nid)),
-                // Gone since its entry was read (unlinked by someone else): as a later
-                // readdir would, leave it out.
-                Err(uf2fs_engine::Error::NotFound) => return false,
-                // An inode that cannot be read (damage) is still listed, as READDIR lists it,
-                // with attributes that expire at once: a stat of it asks again and gets the
-                // error. One bad inode must not hide its whole directory.
-                Err(_) => (unreadable_attr(nid, kind), 0, Duration::ZERO),
+        // The entries that fit first, then their inodes read together (a checkpoint wrote a
+        // directory's new inodes side by side: one device read instead of one per entry),
+        // then the reply. An entry takes 152 bytes and its name rounded up to 8; what is
+        // listed but does not fit after all is listed again by the next request.
+        let mut offset = offset;
+        loop {
+            let mut room = reply.room();
+            let mut entries: Vec<(u64, Vec<u8>, u32, FuseType)> = Vec::new();
+            let listed = self.list(self.nid(ino), offset, &mut |next, name, nid, kind| {
+                let size = 152 + name.len().next_multiple_of(8);
+                if size > room {
+                    return true;
+                }
+                room -= size;
+                entries.push((next, name.to_vec(), nid, kind));
+                false
+            });
+            if let Err(e) = listed {
+                return reply.error(e);
+            }
+            let Some(last) = entries.last().map(|e| e.0) else {
+                // The end of the directory.
+                return reply.ok();
             };
-            // "." and ".." carry the same numbers as in READDIR (the kernel does not look them
-            // up; it may read a directory with either request, and a reader that seeks back
-            // must see the same entries: fstests generic/257).
-            reply.add(
-                fattr.ino,
-                next,
-                OsStr::from_bytes(name),
-                &ttl,
-                &fattr,
-                Generation(generation.into()),
-            )
-        });
-        match r {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(e),
+            let nids: Vec<u32> = entries.iter().map(|e| e.2).collect();
+            self.fs.prefetch_inodes(&nids);
+            let mut added = false;
+            for (next, name, nid, kind) in entries {
+                let (fattr, generation, ttl) = match self.fs.getattr_shared(nid) {
+                    Ok(a) => (to_fuse_attr(&a), a.generation, self.attr_ttl(nid)),
+                    // Gone since its entry was read (unlinked by someone else): as a later
+                    // readdir would, leave it out.
+                    Err(uf2fs_engine::Error::NotFound) => continue,
+                    // An inode that cannot be read (damage) is still listed, as READDIR lists
+                    // it, with attributes that expire at once: a stat of it asks again and
+                    // gets the error. One bad inode must not hide its whole directory.
+                    Err(_) => (unreadable_attr(nid, kind), 0, Duration::ZERO),
+                };
+                // "." and ".." carry the same numbers as in READDIR (the kernel does not look
+                // them up; it may read a directory with either request, and a reader that
+                // seeks back must see the same entries: fstests generic/257).
+                if reply.add(
+                    fattr.ino,
+                    next,
+                    OsStr::from_bytes(&name),
+                    &ttl,
+                    &fattr,
+                    Generation(generation.into()),
+                ) {
+                    // (Not reached: the entries were sized to the room.)
+                    return reply.ok();
+                }
+                added = true;
+            }
+            if added {
+                return reply.ok();
+            }
+            // Every entry listed went meanwhile: an empty reply would end the directory, so
+            // the listing goes on past them.
+            offset = last;
         }
     }
 

@@ -799,6 +799,12 @@ impl ReplyDirectoryPlus {
         }
     }
 
+    /// uf2fs: bytes still free in the reply: an entry takes 152 bytes (`fuse_entry_out` and
+    /// `fuse_dirent`) and its name, rounded up to 8.
+    pub fn room(&self) -> usize {
+        self.buf.room()
+    }
+
     /// Add an entry to the directory reply buffer. Returns true if the buffer is full.
     /// A transparent offset value can be provided for each entry. The kernel uses these
     /// value to request the next entries in further readdir calls

@@ -308,6 +308,82 @@ impl Nodes {
         self.cached(nid, None);
     }
 
+    /// Reads the inode blocks of `nids` that are neither dirty nor cached into the clean
+    /// cache, neighbours on the device in one read (a gap of up to [`PREFETCH_GAP`] blocks
+    /// is read through): for a caller about to look at each of them, as READDIRPLUS does for
+    /// a directory's entries, whose inodes a checkpoint wrote side by side. Until stop 40
+    /// each was read alone.
+    ///
+    /// Best effort: a nid whose NAT entry is free or names another inode, a block whose
+    /// footer does not check and a read that fails are left for the caller's own read to
+    /// report; and if any node changed meanwhile (the epoch moved), nothing is kept, as
+    /// [`Nodes::read`] keeps nothing then.
+    pub fn prefetch_inodes(&self, dev: &dyn BlockDevice, nat: &Nat, nids: &[u32]) {
+        use std::sync::atomic::Ordering::Acquire;
+        let epoch = self.epoch.load(Acquire);
+        let want = self.not_held(dev, nat, nids);
+        if want.is_empty() {
+            return;
+        }
+        let mut got = Vec::with_capacity(want.len());
+        for run in runs(&want) {
+            let (Some(&(first, _)), Some(&(last, _))) = (run.first(), run.last()) else {
+                continue;
+            };
+            let n = (last - first) as usize + 1;
+            let mut buf = vec![0u8; n * uf2fs_format::BLOCK_SIZE];
+            if dev
+                .read_blocks(first.into(), &mut buf, IoCause::Node)
+                .is_err()
+            {
+                continue;
+            }
+            for &(addr, nid) in run {
+                let at = (addr - first) as usize * uf2fs_format::BLOCK_SIZE;
+                let Some(Ok(b)) = buf
+                    .get(at..at + uf2fs_format::BLOCK_SIZE)
+                    .map(<Block>::try_from)
+                else {
+                    continue;
+                };
+                if check_footer(&b, nid, addr, Expect { ino: nid, ofs: 0 }).is_ok() {
+                    got.push((nid, Arc::new(b)));
+                }
+            }
+        }
+        if let Ok(mut c) = self.cache.lock() {
+            if self.epoch.load(Acquire) == epoch {
+                for (nid, b) in got {
+                    crate::cache::insert_bounded(&mut c, self.cache_cap, nid, b);
+                }
+            }
+        }
+    }
+
+    /// (address, nid) of the inodes of `nids` neither dirty nor cached, by address: those
+    /// whose NAT entry names an inode.
+    fn not_held(&self, dev: &dyn BlockDevice, nat: &Nat, nids: &[u32]) -> Vec<(u32, u32)> {
+        let missing: Vec<u32> = {
+            let (Ok(d), Ok(c)) = (self.dirty.lock(), self.cache.lock()) else {
+                return Vec::new();
+            };
+            nids.iter()
+                .copied()
+                .filter(|n| !d.map.contains_key(n) && !c.contains_key(n))
+                .collect()
+        };
+        let mut want: Vec<(u32, u32)> = missing
+            .into_iter()
+            .filter_map(|nid| match nat.lookup(dev, nid) {
+                Ok(Some(e)) if e.ino == nid => Some((e.block_addr, nid)),
+                _ => None,
+            })
+            .collect();
+        want.sort_unstable();
+        want.dedup_by_key(|(addr, _)| *addr);
+        want
+    }
+
     /// Reads node `nid` and checks its NAT entry and footer.
     pub fn read(
         &self,
@@ -340,6 +416,33 @@ impl Nodes {
         check_footer(&block, nid, 0, expect)?;
         Ok(block)
     }
+}
+
+/// A gap between two wanted blocks that one prefetch read goes through, in blocks.
+pub(crate) const PREFETCH_GAP: u32 = 8;
+/// The most blocks one prefetch read takes (256 KiB).
+const PREFETCH_RUN: u32 = 64;
+
+/// `want` (sorted by address) cut where the next block is more than [`PREFETCH_GAP`] on, or
+/// would make a read longer than [`PREFETCH_RUN`].
+fn runs(want: &[(u32, u32)]) -> Vec<&[(u32, u32)]> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    for i in 1..=want.len() {
+        let cut = match (want.get(start), want.get(i - 1), want.get(i)) {
+            (Some(&(first, _)), Some(&(prev, _)), Some(&(addr, _))) => {
+                addr - prev > PREFETCH_GAP || addr - first >= PREFETCH_RUN
+            }
+            _ => true,
+        };
+        if cut {
+            if let Some(r) = want.get(start..i) {
+                out.push(r);
+            }
+            start = i;
+        }
+    }
+    out
 }
 
 /// Reads node `nid` through the NAT, checking that it is in use and owned by `ino`; returns

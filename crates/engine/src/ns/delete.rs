@@ -59,7 +59,11 @@ impl Fs {
             Some(fblk) => {
                 let old = self.block_addr(&p, fblk)?;
                 let mut b = self.vol().dentry_block(dir_ino, fblk, old)?;
-                f(&mut b[..], DENTRY_BITMAP_SIZE + DENTRY_RESERVED);
+                // A copy (the cache's block may be in a reader's hands), changed and put back.
+                f(
+                    &mut std::sync::Arc::make_mut(&mut b)[..],
+                    DENTRY_BITMAP_SIZE + DENTRY_RESERVED,
+                );
                 let empty = (0..NR_DENTRY_IN_BLOCK)
                     .all(|s| b.get(s / 8).is_some_and(|x| x & (1 << (s % 8)) == 0));
                 if empty {
@@ -195,7 +199,7 @@ impl Fs {
             return self.commit(e);
         }
         if links == 0 {
-            return self.free_inode(ws, ino);
+            return self.free_edited(ws, e);
         }
         e.set_links(links);
         e.touch(false);
@@ -217,7 +221,13 @@ impl Fs {
 
     /// Frees an inode: its data, its node tree, its xattr node, and the inode itself.
     pub(crate) fn free_inode(&self, ws: &mut WriteState, ino: u32) -> Result<()> {
-        let mut e = self.edit(ino)?;
+        let e = self.edit(ino)?;
+        self.free_edited(ws, e)
+    }
+
+    /// [`Fs::free_inode`] of an inode the caller is editing (its changes are let go).
+    fn free_edited(&self, ws: &mut WriteState, mut e: crate::ns::edit::Editing) -> Result<()> {
+        let ino = e.ino;
         if !e.inode.has_inline_data()
             && !e.inode.has_inline_dentry()
             && matches!(

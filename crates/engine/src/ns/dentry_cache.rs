@@ -17,13 +17,15 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use uf2fs_format::{Block, COMPRESS_ADDR, NEW_ADDR, NULL_ADDR};
 
 /// Dentry blocks changed since they were last written, by (directory, file block).
 #[derive(Default)]
 pub(crate) struct DentryCache {
-    blocks: Mutex<HashMap<(u32, u64), Box<Block>>>,
+    /// Shared with readers, who look without a copy (`Vol::dir_blocks`); a change replaces
+    /// a block whole, never writes into one a reader may hold.
+    blocks: Mutex<HashMap<(u32, u64), Arc<Block>>>,
     /// Moves before a flush lets blocks go (see the module comment).
     generation: AtomicU64,
     /// The most blocks held before a change writes them all (`CacheCaps::dentries`).
@@ -45,7 +47,7 @@ pub struct DentryCacheStats {
 }
 
 impl DentryCache {
-    fn lock(&self) -> MutexGuard<'_, HashMap<(u32, u64), Box<Block>>> {
+    fn lock(&self) -> MutexGuard<'_, HashMap<(u32, u64), Arc<Block>>> {
         // Only plain blocks behind this lock: a panic elsewhere leaves it usable.
         self.blocks.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -74,12 +76,12 @@ impl DentryCache {
     }
 
     /// The held copy of block `fblk` of directory `ino`.
-    pub(crate) fn get(&self, ino: u32, fblk: u64) -> Option<Block> {
-        self.lock().get(&(ino, fblk)).map(|b| **b)
+    pub(crate) fn get(&self, ino: u32, fblk: u64) -> Option<Arc<Block>> {
+        self.lock().get(&(ino, fblk)).cloned()
     }
 
-    pub(crate) fn put(&self, ino: u32, fblk: u64, b: Block) {
-        self.lock().insert((ino, fblk), Box::new(b));
+    pub(crate) fn put(&self, ino: u32, fblk: u64, b: Arc<Block>) {
+        self.lock().insert((ino, fblk), b);
         self.kept.fetch_add(1, Ordering::Relaxed);
     }
 

@@ -55,13 +55,15 @@ impl Fs {
     }
 
     pub(crate) fn edit(&self, ino: u32) -> Result<Editing> {
-        let block = *self.vol().nodes.read(
+        let shared = self.vol().nodes.read(
             &*self.vol().dev,
             &self.vol().nat,
             ino,
             Expect { ino, ofs: 0 },
         )?;
-        let inode = Inode::parse(&block, ino, &self.vol().sb)?;
+        // The parse shares the cached block; the edit changes its own copy.
+        let block = *shared;
+        let inode = Inode::parse_shared(shared, ino, &self.vol().sb)?;
         // Only an image that keeps quota needs the inode's charge.
         let was = self
             .vol()
@@ -594,11 +596,13 @@ impl Fs {
             for fblk in first..first + blocks_per_bucket(level) {
                 let old = self.block_addr(&p, fblk)?;
                 let mut b = if old == NULL_ADDR || old == NEW_ADDR {
-                    [0u8; BLOCK_SIZE]
+                    std::sync::Arc::new([0u8; BLOCK_SIZE])
                 } else {
                     self.vol().dentry_block(parent, fblk, old)?
                 };
-                if insert_into_area(&mut b, false, name, ino, hash, ft) {
+                // A copy (the cache's block may be in a reader's hands), changed and put back.
+                let area = std::sync::Arc::make_mut(&mut b);
+                if insert_into_area(area, false, name, ino, hash, ft) {
                     self.put_dentry_block(ws, &mut p, fblk, old, b)?;
                     let end = (fblk + 1) * BLOCK_SIZE as u64;
                     if p.size() < end {

@@ -389,6 +389,11 @@ impl EntListBuf {
         }
     }
 
+    /// uf2fs: bytes still free in the buffer.
+    pub(crate) fn room(&self) -> usize {
+        self.max_size.saturating_sub(self.buf.len())
+    }
+
     /// Add an entry to the directory reply buffer. Returns true if the buffer is full.
     /// A transparent offset value can be provided for each entry. The kernel uses these
     /// value to request the next entries in further readdir calls
@@ -509,6 +514,10 @@ impl From<DirEntPlusList> for ResponseData {
 impl DirEntPlusList {
     pub(crate) fn new(max_size: usize) -> Self {
         Self(EntListBuf::new(max_size))
+    }
+    /// uf2fs: bytes still free in the buffer.
+    pub(crate) fn room(&self) -> usize {
+        self.0.room()
     }
     /// Add an entry to the directory reply buffer. Returns true if the buffer is full.
     /// A transparent offset value can be provided for each entry. The kernel uses these
