@@ -98,7 +98,7 @@ impl Fs {
         };
         let live = match self.vol().write.as_ref() {
             Some(w) => {
-                let ws = w.lock().map_err(|_| {
+                let mut ws = w.lock().map_err(|_| {
                     crate::Error::InvalidArgument("internal lock poisoned by an earlier failure")
                 })?;
                 let ssr = ws.segs.slack_counts();

@@ -400,6 +400,10 @@ impl Fs {
         mtime: Option<(i64, u32)>,
         ctime: Option<(i64, u32)>,
     ) -> Result<()> {
+        // An inode freed already is answered without the write lock and the room check: a
+        // kernel with the writeback cache sends the times of every file it unlinks (in
+        // `rm -rf`, one SETATTR per file, after its UNLINK).
+        self.live(ino)?;
         self.changing(0, |_| {
             self.live(ino)?;
             let mut e = self.edit(ino)?;

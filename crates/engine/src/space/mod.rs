@@ -819,7 +819,7 @@ impl Space {
     /// The best section to clean under `policy` (with `data_first`, node sections after data
     /// ones), if any is a candidate; with its kind.
     pub fn victim(
-        &self,
+        &mut self,
         policy: Policy,
         data_first: bool,
         only: Option<VictimKind>,
@@ -886,7 +886,7 @@ impl Space {
     }
 
     /// Sections in the victim index.
-    pub fn candidates(&self) -> usize {
+    pub fn candidates(&mut self) -> usize {
         self.sections.candidates()
     }
 

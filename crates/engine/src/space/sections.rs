@@ -44,6 +44,15 @@ pub(crate) struct Sections {
     /// Valid blocks in all sections.
     total: u64,
     index: VictimIndex,
+    /// Index moves not made yet, by section: its candidacy as last asked (`Some(None)`: out).
+    /// A section's state moves with every block written into it or invalidated (`rm -rf`
+    /// moves the same few sections tens of thousands of times, and each move was a tenth of
+    /// an unlink's work), while the index is read only when a victim is picked: so a move is
+    /// noted here, and each section's last one is made when the index is next read
+    /// ([`Sections::settle`]). What is read is what eager moves would have left.
+    pending: Vec<Option<Option<Kind>>>,
+    /// The sections with a pending move, each once.
+    queued: Vec<u32>,
     blocks_per_section: u32,
 }
 
@@ -59,6 +68,8 @@ impl Sections {
             index: VictimIndex::new(n, cap).map_err(|e| {
                 crate::error::Error::Unsupported(format!("sections of this size: {e}"))
             })?,
+            pending: vec![None; n as usize],
+            queued: Vec::new(),
             blocks_per_section: cap,
         })
     }
@@ -124,8 +135,28 @@ impl Sections {
         }
     }
 
-    /// Puts `sec` in the victim index as `kind`, or takes it out (`None`).
+    /// Puts `sec` in the victim index as `kind`, or takes it out (`None`), when the index is
+    /// next read (see `pending`).
     pub fn set_candidate(&mut self, sec: u32, kind: Option<Kind>) {
+        if let Some(p) = self.pending.get_mut(sec as usize) {
+            if p.is_none() {
+                self.queued.push(sec);
+            }
+            *p = Some(kind);
+        }
+    }
+
+    /// Makes the index moves still pending, with each section's count and stamp as they are
+    /// now (every change to those asked for a move after it).
+    fn settle(&mut self) {
+        for sec in std::mem::take(&mut self.queued) {
+            if let Some(kind) = self.pending.get_mut(sec as usize).and_then(Option::take) {
+                self.index_now(sec, kind);
+            }
+        }
+    }
+
+    fn index_now(&mut self, sec: u32, kind: Option<Kind>) {
         match kind {
             Some(k) => {
                 let (v, s) = (self.valid(sec), self.stamp.get(sec as usize).copied());
@@ -141,12 +172,14 @@ impl Sections {
         }
     }
 
-    /// The kind section `sec` was indexed as, if it is a candidate.
-    pub fn kind(&self, sec: u32) -> Option<Kind> {
+    /// The kind section `sec` is indexed as, if it is a candidate.
+    pub fn kind(&mut self, sec: u32) -> Option<Kind> {
+        self.settle();
         self.index.get(sec).map(|e| e.kind)
     }
 
-    pub fn candidates(&self) -> usize {
+    pub fn candidates(&mut self) -> usize {
+        self.settle();
         self.index.len()
     }
 
@@ -172,7 +205,8 @@ impl Sections {
 
     /// The best victim under `policy`; with `data_first`, node sections come after data
     /// ones (greedy: they weigh one section more).
-    pub fn pick(&self, policy: Policy, data_first: bool, only: Option<Kind>) -> Option<u32> {
+    pub fn pick(&mut self, policy: Policy, data_first: bool, only: Option<Kind>) -> Option<u32> {
+        self.settle();
         let policy = match policy {
             Policy::Greedy => crate::victim::Policy::Greedy,
             Policy::CostBenefit => crate::victim::Policy::CostBenefit,
