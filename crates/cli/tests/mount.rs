@@ -1088,6 +1088,88 @@ fn a_listing_with_attributes_reads_its_entries_inodes_together() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Listings with attributes while another thread removes most of the directory (its dentry
+/// blocks emptied and punched as it goes): each one holds every entry that stays, with its
+/// size, and never a name twice. (A reply whose entries all went between the listing and
+/// their stats would end the directory early; `readdirplus` lists on past them. That window
+/// is a few microseconds: this test does not reach it reliably.)
+#[test]
+fn listings_with_attributes_under_removals_keep_every_entry_that_stays() {
+    let dir = scratch("mount-listing-churn");
+    let img = dir.join("img");
+    mkfs(&img, "256M");
+    let mnt = dir.join("mnt");
+    let m = Mount::new(&bin(), &img, &mnt, &[]);
+    let d = mnt.join("d");
+    std::fs::create_dir(&d).unwrap();
+    const FILES: usize = 3000;
+    let stays = |i: usize| i % 50 == 7;
+    for i in 0..FILES {
+        std::fs::write(d.join(format!("f{i:05}")), vec![b'y'; i % 97 + 1]).unwrap();
+    }
+    m.umount();
+    let m = Mount::new(&bin(), &img, &mnt, &[]);
+    let remover = {
+        let d = d.clone();
+        std::thread::spawn(move || {
+            // Removed in runs of neighbouring names, in an order of its own.
+            for k in 0..FILES {
+                let i = (k * 7919) % FILES;
+                if !stays(i) {
+                    std::fs::remove_file(d.join(format!("f{i:05}"))).unwrap();
+                }
+            }
+        })
+    };
+    let want: Vec<(String, u64)> = (0..FILES)
+        .filter(|&i| stays(i))
+        .map(|i| (format!("f{i:05}"), (i % 97 + 1) as u64))
+        .collect();
+    let mut listings = 0;
+    while !remover.is_finished() || listings < 3 {
+        let mut seen: Vec<(String, u64)> = Vec::new();
+        for e in std::fs::read_dir(&d).unwrap() {
+            let e = e.unwrap();
+            let name = e.file_name().into_string().unwrap();
+            // A name listed just before its removal may be gone by its stat.
+            if let Ok(md) = e.metadata() {
+                seen.push((name, md.len()));
+            } else {
+                seen.push((name, u64::MAX));
+            }
+        }
+        let mut names: Vec<&String> = seen.iter().map(|(n, _)| n).collect();
+        names.sort();
+        let listed = names.len();
+        names.dedup();
+        assert_eq!(names.len(), listed, "listing {listings}: a name came twice");
+        for w in &want {
+            assert!(
+                seen.contains(w),
+                "listing {listings}: {w:?} is missing ({} entries listed)",
+                seen.len()
+            );
+        }
+        listings += 1;
+    }
+    remover.join().unwrap();
+    let mut last: Vec<(String, u64)> = std::fs::read_dir(&d)
+        .unwrap()
+        .map(|e| {
+            let e = e.unwrap();
+            (
+                e.file_name().into_string().unwrap(),
+                e.metadata().unwrap().len(),
+            )
+        })
+        .collect();
+    last.sort();
+    assert_eq!(last, want, "after the removals");
+    m.umount();
+    fsck_both(&img);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// A directory holding one inode that cannot be read (its node block names another node) is
 /// still listed whole through the mount, where READDIRPLUS hands out attributes with the
 /// names: the damaged entry is there, a stat of it fails with EIO, and its neighbours read.
