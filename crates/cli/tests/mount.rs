@@ -306,7 +306,7 @@ fn second_mount_and_bad_options_are_refused() {
         // cache_size bounds the whole daemon: too little for its own buffers is refused.
         (
             "cache_size=16M",
-            "cache_size=16M is too small (at least 28M",
+            "cache_size=16M is too small (at least 29M",
         ),
     ] {
         let (ok, _, err) = try_run(

@@ -35,6 +35,7 @@ pub use fs::{type_name, Attr, DirEntry, StatFs, WalkItem};
 pub use gc::{GcStats, GcWaiter, DEFAULT_GC_BATCH};
 pub use mkfs::{mkfs, mkfs_devices, parse_features, MkfsDevice, MkfsOptions, MKFS_FEATURES};
 pub use mount::{DeviceInfo, MountInfo, VolumeInfo};
+pub use node::PREFETCH_BUFFER_BYTES;
 pub use ns::dentry_cache::DentryCacheStats;
 pub use ns::edit::now as wall_clock;
 pub use ns::fallocate::{FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE, FALLOC_FL_ZERO_RANGE};

@@ -521,11 +521,13 @@ fn parse_size(v: &str) -> Option<u64> {
 
 /// What the daemon keeps for itself out of `cache_size` with `serving` request threads: its
 /// code and stacks and the pool of 1 MiB run buffers that large writes reuse (16 MiB with
-/// both), and per thread a 1 MiB buffer for requests (or an io_uring entry's payload) and one
-/// for READ replies. Measured: a fresh daemon is 6-7 MiB resident, and a 1 GiB sequential
-/// write with four threads peaked at 20-23 MiB (docs/design.md, "The daemon's memory").
+/// both), and per thread a 1 MiB buffer for requests (or an io_uring entry's payload), one
+/// for READ replies and the 256 KiB a READDIRPLUS reads its entries' inodes into (the
+/// engine's prefetch buffer, kept by each thread that lists). Measured: a fresh daemon is
+/// 6-7 MiB resident, and a 1 GiB sequential write with four threads peaked at 20-23 MiB
+/// (docs/design.md, "The daemon's memory").
 pub fn daemon_own_bytes(serving: usize) -> u64 {
-    (16 << 20) + serving as u64 * (2 << 20)
+    (16 << 20) + serving as u64 * ((2 << 20) + uf2fs_engine::PREFETCH_BUFFER_BYTES)
 }
 
 #[cfg(test)]
@@ -664,12 +666,12 @@ mod tests {
             assert_eq!(o.engine_cache_bytes(4), bytes - daemon_own_bytes(4), "{v}");
         }
         let e = MountOptions::parse(&["cache_size=16M"]).unwrap_err();
-        assert!(e.contains("too small") && e.contains("at least 28M"), "{e}");
+        assert!(e.contains("too small") && e.contains("at least 29M"), "{e}");
         // More threads, more buffers: the least grows with them, in either order.
-        assert!(MountOptions::parse(&["cache_size=28M"]).is_ok());
-        let e = MountOptions::parse(&["cache_size=28M,threads=8"]).unwrap_err();
+        assert!(MountOptions::parse(&["cache_size=29M"]).is_ok());
+        let e = MountOptions::parse(&["cache_size=29M,threads=8"]).unwrap_err();
         assert!(e.contains("8 request threads"), "{e}");
-        assert!(MountOptions::parse(&["threads=8", "cache_size=36M"]).is_ok());
+        assert!(MountOptions::parse(&["threads=8", "cache_size=38M"]).is_ok());
         // A default grows by the buffers of more threads, keeping the caches' share; a size
         // the user gave is refused instead.
         let mut o = MountOptions::parse(&["threads=64"]).unwrap();

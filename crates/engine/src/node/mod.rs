@@ -401,6 +401,10 @@ thread_local! {
     static PREFETCH_BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
+/// The prefetch buffer each thread that lists keeps, in bytes (the daemon counts it among
+/// its own buffers, outside the caches' share of `cache_size`).
+pub const PREFETCH_BUFFER_BYTES: u64 = PREFETCH_RUN as u64 * uf2fs_format::BLOCK_SIZE as u64;
+
 /// A gap between two wanted blocks that one prefetch read goes through, in blocks.
 pub(crate) const PREFETCH_GAP: u32 = 8;
 /// The most blocks one prefetch read takes (256 KiB).
