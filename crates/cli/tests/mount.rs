@@ -1040,6 +1040,22 @@ fn a_write_by_someone_outside_the_group_drops_set_group_id() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// The names in directory `d` with their sizes, by name.
+fn listed_sizes(d: &Path) -> Vec<(String, u64)> {
+    let mut sizes: Vec<(String, u64)> = std::fs::read_dir(d)
+        .unwrap()
+        .map(|e| {
+            let e = e.unwrap();
+            (
+                e.file_name().into_string().unwrap(),
+                e.metadata().unwrap().len(),
+            )
+        })
+        .collect();
+    sizes.sort();
+    sizes
+}
+
 /// A directory listed with attributes (READDIRPLUS) has its entries' inodes read together:
 /// a checkpoint wrote them side by side, and a reply's worth goes in one device read rather
 /// than one read per entry (`uf2fs status`: node reads by cause).
@@ -1063,17 +1079,7 @@ fn a_listing_with_attributes_reads_its_entries_inodes_together() {
             .unwrap_or_else(|| panic!("no node read count in {st}"))
     };
     let before = node_reads(&status(&mnt));
-    let mut sizes: Vec<(String, u64)> = std::fs::read_dir(mnt.join("d"))
-        .unwrap()
-        .map(|e| {
-            let e = e.unwrap();
-            (
-                e.file_name().into_string().unwrap(),
-                e.metadata().unwrap().len(),
-            )
-        })
-        .collect();
-    sizes.sort();
+    let sizes = listed_sizes(&mnt.join("d"));
     let want: Vec<(String, u64)> = (0..FILES)
         .map(|i| (format!("file-{i:05}.txt"), i as u64 + 1))
         .collect();
@@ -1153,18 +1159,7 @@ fn listings_with_attributes_under_removals_keep_every_entry_that_stays() {
         listings += 1;
     }
     remover.join().unwrap();
-    let mut last: Vec<(String, u64)> = std::fs::read_dir(&d)
-        .unwrap()
-        .map(|e| {
-            let e = e.unwrap();
-            (
-                e.file_name().into_string().unwrap(),
-                e.metadata().unwrap().len(),
-            )
-        })
-        .collect();
-    last.sort();
-    assert_eq!(last, want, "after the removals");
+    assert_eq!(listed_sizes(&d), want, "after the removals");
     m.umount();
     fsck_both(&img);
     let _ = std::fs::remove_dir_all(&dir);
