@@ -580,9 +580,13 @@ impl Mount {
     fn wait_exit(&self) {
         let proc = PathBuf::from(format!("/proc/{}", self.pid));
         for _ in 0..6000 {
-            // A zombie (not reaped by a test's parent) is done too.
+            // A zombie (not reaped by a test's parent) is done too, once its other threads
+            // are gone: a thread group's leader shows Z while the others still exit, and
+            // the image's lock goes only with the last of them (a `uf2fs cat` right after a
+            // SIGKILL once found it still held, on a loaded machine).
             let state = fs::read_to_string(proc.join("stat")).unwrap_or_default();
-            if state.is_empty() || state.contains(") Z ") {
+            let threads = fs::read_dir(proc.join("task")).map_or(0, |d| d.count());
+            if state.is_empty() || (state.contains(") Z ") && threads <= 1) {
                 return;
             }
             std::thread::sleep(std::time::Duration::from_millis(10));
