@@ -250,6 +250,13 @@ fn print_status(out: &mut impl Write, v: &Value) -> std::io::Result<()> {
     )?;
     writeln!(
         out,
+        "              for the dirty-node budget: {} in the background, {} by a change its \
+         caller waited for",
+        n("/checkpoints/budget_in_background"),
+        n("/checkpoints/budget_by_a_change"),
+    )?;
+    writeln!(
+        out,
         "              {} requests served by a checkpoint begun after them (merged)",
         n("/checkpoints/merged")
     )?;

@@ -436,6 +436,8 @@ fn the_status_counts_the_requests_served_by_kind() {
 /// each new inode passes through the node cache (dirtied, then written by a checkpoint), and
 /// once only reads made room in it, so that 40 000 new files kept 160 MiB of inode blocks
 /// against a 64 MiB bound. 15 000 files here are 60 MiB of inode blocks against 40 MiB.
+/// The dirty-node budget's checkpoints are the background thread's: the creates that passed
+/// half the budget went on without writing one.
 #[test]
 fn many_new_files_keep_the_daemon_within_cache_size() {
     let dir = scratch("mount-memory-many");
@@ -459,6 +461,14 @@ fn many_new_files_keep_the_daemon_within_cache_size() {
     assert!(
         peak <= 40 << 20,
         "15 000 new files took the daemon to {peak} bytes resident, above cache_size 40 MiB: {st}"
+    );
+    let background = st
+        .pointer("/checkpoints/budget_in_background")
+        .and_then(|v| v.as_u64())
+        .unwrap();
+    assert!(
+        background >= 2,
+        "the dirty-node budget's checkpoints were not written in the background: {st}"
     );
     // Every file reads back (from the device for most: the cache let them go).
     for d in (0..15).step_by(7) {

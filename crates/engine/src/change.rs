@@ -75,6 +75,7 @@ impl Fs {
         let mut early = Ok(());
         let checkpoint = if r.is_ok() && std::mem::take(&mut ws.cp.wanted) {
             ws.cp.requests += 1;
+            ws.cp.budget_by_a_change += 1;
             // Its own batches first, while the source is at hand (the checkpoint lands them).
             let mine = std::mem::take(&mut ws.deferred);
             let (dev, inflight) = (&*self.vol().dev, &self.vol().inflight);

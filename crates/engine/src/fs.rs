@@ -290,6 +290,7 @@ impl Fs {
             ),
             gc_urgent: Default::default(),
             pacer: Default::default(),
+            budget_checkpoints: Default::default(),
             counts_seen: Default::default(),
             cur_summaries: m
                 .summaries
@@ -443,6 +444,8 @@ impl Fs {
                 last_nodes: 0,
                 longest_io_us: 0,
                 wanted: false,
+                budget_by_a_change: 0,
+                budget_in_background: 0,
             },
             sync: FsyncState::default(),
             compress: Default::default(),

@@ -44,6 +44,10 @@ pub struct CheckpointStats {
     pub merged: u64,
     /// The longest one checkpoint's writes took (its blocks and both flushes), in µs.
     pub longest_write_us: u64,
+    /// Checkpoints for the dirty-node budget: written by the background thread while
+    /// changes went on, and by a change that reached the whole budget (its caller waited).
+    pub budget_in_background: u64,
+    pub budget_by_a_change: u64,
 }
 
 #[derive(Debug, Clone, Default, serde::Serialize)]
@@ -111,6 +115,8 @@ impl Fs {
                         written: ws.cp.written,
                         merged: ws.sync.stats.merged,
                         longest_write_us: ws.cp.longest_io_us,
+                        budget_in_background: ws.cp.budget_in_background,
+                        budget_by_a_change: ws.cp.budget_by_a_change,
                     },
                     ws.sync.stats,
                     crate::gc::GcStats {

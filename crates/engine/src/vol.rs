@@ -55,6 +55,9 @@ pub(crate) struct Vol {
     pub(crate) gc_urgent: std::sync::atomic::AtomicBool,
     /// Changes ask the background cleaner's thread for checkpoints through it.
     pub(crate) pacer: std::sync::Arc<crate::gc::state::Pacer>,
+    /// Changes past half the dirty-node budget ask the background checkpoint thread for the
+    /// checkpoint through it (`durability::fsync`, `Fs::background_checkpoint_step`).
+    pub(crate) budget_checkpoints: std::sync::Arc<crate::handoff::Handoff>,
     /// Data blocks linked by a change whose write has not landed yet.
     pub(crate) inflight: crate::data::Inflight,
     /// Changed dentry blocks not written yet (`ns/dentry_cache.rs`).

@@ -329,10 +329,10 @@ pub fn serve(
     if fs.is_writable() && opts.background_gc != uf2fs_engine::BackgroundGc::Off {
         spawn_cleaner(Arc::downgrade(&fs));
     }
-    if fs.is_writable() && opts.cp_interval > 0 {
+    if fs.is_writable() {
         spawn_checkpointer(
             Arc::downgrade(&fs),
-            std::time::Duration::from_secs(opts.cp_interval),
+            (opts.cp_interval > 0).then(|| std::time::Duration::from_secs(opts.cp_interval)),
         );
     }
     let first = status()?;
@@ -440,20 +440,32 @@ fn spawn_cleaner(fs: std::sync::Weak<uf2fs_engine::Fs>) {
     }
 }
 
-/// The periodic checkpoint (`cp_interval`): once a second, a checkpoint if changes nobody
-/// synced are older than the interval's worth of checkpoints (never waiting for the lock).
-fn spawn_checkpointer(fs: std::sync::Weak<uf2fs_engine::Fs>, interval: std::time::Duration) {
+/// The background checkpoint thread: the checkpoint a change asks for when the dirty nodes
+/// pass half their budget, written while changes go on (the change's caller does not wait for
+/// it), and the periodic one (`cp_interval`, unless 0): once a second, a checkpoint if changes
+/// nobody synced are older than the interval (never waiting for the lock).
+fn spawn_checkpointer(
+    fs: std::sync::Weak<uf2fs_engine::Fs>,
+    interval: Option<std::time::Duration>,
+) {
+    let nap = interval.map_or(std::time::Duration::from_secs(1), |i| {
+        i.min(std::time::Duration::from_secs(1))
+    });
     let spawned = std::thread::Builder::new()
         .name("uf2fs-cp".into())
         .spawn(move || loop {
-            std::thread::sleep(interval.min(std::time::Duration::from_secs(1)));
             let Some(fs) = fs.upgrade() else {
                 return;
             };
-            if let Err(e) = fs.checkpoint_if_due(interval) {
-                tracing::error!("periodic checkpoint stopped: {e}");
+            if let Err(e) = fs.background_checkpoint_step(interval) {
+                tracing::error!("background checkpoints stopped: {e}");
                 return;
             }
+            // The volume is let go of while sleeping: at unmount the daemon waits to hold
+            // its last reference.
+            let waiter = fs.checkpoint_waiter();
+            drop(fs);
+            waiter.wait(nap);
         });
     if let Err(e) = spawned {
         tracing::error!("periodic checkpoint not started: {e}");

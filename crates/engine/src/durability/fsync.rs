@@ -147,6 +147,37 @@ impl Fs {
         Ok(true)
     }
 
+    /// One step of the background checkpoint thread: the checkpoint a change asked for when
+    /// the dirty nodes passed half their budget (if they still do: a sync may have written
+    /// one since), else the periodic one when `interval` is given and due. Returns whether
+    /// it wrote one. Once a thread steps, changes leave the budget's checkpoints to it and
+    /// write one themselves only at the whole budget (`maybe_checkpoint`).
+    pub fn background_checkpoint_step(
+        &self,
+        interval: Option<std::time::Duration>,
+    ) -> Result<bool> {
+        let vol = self.vol();
+        if vol.write.is_none() {
+            return Ok(false);
+        }
+        vol.budget_checkpoints.mark_running();
+        if vol.budget_checkpoints.take() && vol.nodes.dirty_count() > vol.dirty_budget / 2 {
+            self.request_checkpoint(None)?;
+            self.ws()?.cp.budget_in_background += 1;
+            return Ok(true);
+        }
+        match interval {
+            Some(interval) => self.checkpoint_if_due(interval),
+            None => Ok(false),
+        }
+    }
+
+    /// What the background checkpoint thread sleeps on between steps (held apart from the
+    /// volume, so that a sleeping thread does not keep it alive).
+    pub fn checkpoint_waiter(&self) -> CheckpointWaiter {
+        CheckpointWaiter(self.vol().budget_checkpoints.clone())
+    }
+
     /// Why an fsync of `ino` must write a checkpoint; `None` when the node chain will do.
     fn checkpoint_reason(&self, ws: &WriteState, ino: u32) -> Result<Option<&'static str>> {
         let i = self.inode(ino)?;
@@ -274,5 +305,15 @@ impl Fs {
         };
         let f = Footer::of(&old);
         Ok(f.nid == ino && masked(&old) == masked(b))
+    }
+}
+
+/// Wakes the background checkpoint thread when a change asks it for a checkpoint.
+pub struct CheckpointWaiter(Arc<crate::handoff::Handoff>);
+
+impl CheckpointWaiter {
+    /// Sleeps until a change asks for a checkpoint, or `timeout`.
+    pub fn wait(&self, timeout: std::time::Duration) {
+        self.0.wait(timeout);
     }
 }

@@ -36,6 +36,10 @@ pub(crate) struct CheckpointState {
     pub longest_io_us: u64,
     /// The running change passed the dirty-node budget: a checkpoint follows it.
     pub wanted: bool,
+    /// Checkpoints for the dirty-node budget written by a change itself (the whole budget
+    /// reached) and by the background thread (half of it).
+    pub budget_by_a_change: u64,
+    pub budget_in_background: u64,
 }
 
 impl CheckpointState {

@@ -85,25 +85,22 @@ pub(crate) struct GcState {
 /// happens on that thread, without the write lock).
 #[derive(Default)]
 pub(crate) struct Pacer {
-    /// The background thread steps (a library user may never start one: then changes write
-    /// their checkpoints themselves).
-    running: std::sync::atomic::AtomicBool,
-    /// A change cleaned and wants the checkpoint that frees what it cleaned.
-    wanted: std::sync::Mutex<bool>,
-    cv: std::sync::Condvar,
+    /// The background thread, and the checkpoint a change that cleaned asks it for.
+    bg: crate::handoff::Handoff,
     /// When a change last found free space short and stepped.
     stepped: std::sync::Mutex<Option<std::time::Instant>>,
 }
 
 impl Pacer {
+    /// Whether the background thread steps (a library user may never start one: then
+    /// changes write their checkpoints themselves).
     pub fn running(&self) -> bool {
-        self.running.load(std::sync::atomic::Ordering::Relaxed)
+        self.bg.running()
     }
 
     /// The background thread has started stepping.
     pub fn mark_running(&self) {
-        self.running
-            .store(true, std::sync::atomic::Ordering::Relaxed);
+        self.bg.mark_running();
     }
 
     /// A change found free space short and stepped.
@@ -122,22 +119,16 @@ impl Pacer {
 
     /// Asks the thread for a checkpoint and wakes it.
     pub fn want_checkpoint(&self) {
-        let mut w = self.wanted.lock().unwrap_or_else(|p| p.into_inner());
-        *w = true;
-        drop(w);
-        self.cv.notify_all();
+        self.bg.ask();
     }
 
     /// Whether a checkpoint was asked for since the last call.
     pub fn take_wanted(&self) -> bool {
-        std::mem::take(&mut *self.wanted.lock().unwrap_or_else(|p| p.into_inner()))
+        self.bg.take()
     }
 
     /// Sleeps until a checkpoint is asked for or `timeout` passes.
     pub fn wait(&self, timeout: std::time::Duration) {
-        let w = self.wanted.lock().unwrap_or_else(|p| p.into_inner());
-        if !*w {
-            let _ = self.cv.wait_timeout_while(w, timeout, |w| !*w);
-        }
+        self.bg.wait(timeout);
     }
 }

@@ -124,11 +124,21 @@ impl Fs {
         self.commit(e)
     }
 
-    /// Asks for a checkpoint at the end of the running change when the dirty nodes pass the
-    /// memory budget (`changing` writes it once the change is complete).
+    /// The dirty-node budget. Past half of it, with no checkpoint being written, the change
+    /// asks the background checkpoint thread for one and goes on; past all of it (no such
+    /// thread, or one that fell behind) the change itself writes the checkpoint once it is
+    /// complete (`changing`). Either way the dirty nodes stay within the memory bound.
     fn maybe_checkpoint(&self, ws: &mut WriteState) -> Result<()> {
-        if self.vol().nodes.dirty_count() > self.vol().dirty_budget {
+        let v = self.vol();
+        let dirty = v.nodes.dirty_count();
+        if dirty > v.dirty_budget {
             ws.cp.wanted = true;
+        } else if dirty > v.dirty_budget / 2
+            && ws.cp.pending.is_none()
+            && v.budget_checkpoints.running()
+            && !v.budget_checkpoints.asked()
+        {
+            v.budget_checkpoints.ask();
         }
         Ok(())
     }
