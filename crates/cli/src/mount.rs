@@ -277,6 +277,29 @@ fn print_status(out: &mut impl Write, v: &Value) -> std::io::Result<()> {
             n("/requests/total"),
             shown.join(", ")
         )?;
+        // Where the daemon's own time went: the kinds it spent the most on, per request.
+        if let Some(us) = v
+            .pointer("/requests/service_us_by_kind")
+            .and_then(Value::as_object)
+        {
+            let mut spent: Vec<(&String, u64, u64)> = kinds
+                .iter()
+                .filter_map(|(k, n)| Some((*k, us.get(*k)?.as_u64()?, *n)))
+                .collect();
+            spent.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+            let shown: Vec<String> = spent
+                .iter()
+                .take(6)
+                .map(|(k, t, n)| {
+                    format!(
+                        "{k} {:.0} ms ({:.1} us each)",
+                        *t as f64 / 1000.0,
+                        *t as f64 / (*n).max(1) as f64
+                    )
+                })
+                .collect();
+            writeln!(out, "              served in: {}", shown.join(", "))?;
+        }
     }
     if v.get("memory").is_some() {
         let mib = |p: &str| n(&format!("/memory/{p}")) as f64 / f64::from(1 << 20);

@@ -66,6 +66,9 @@ pub struct Requests {
     /// By the kernel's name for each kind (`LOOKUP`, `WRITE`...), the kinds served at least
     /// once.
     pub by_kind: std::collections::BTreeMap<String, u64>,
+    /// Microseconds the daemon spent serving each kind, from dispatch to the reply sent:
+    /// what a workload's requests cost on this side of the transport.
+    pub service_us_by_kind: std::collections::BTreeMap<String, u64>,
 }
 
 /// Writers stopped on the way into a full volume (see docs/design.md, "The writeback cache").
@@ -309,6 +312,7 @@ pub fn serve(
                     Requests {
                         total: by_kind.values().sum(),
                         by_kind,
+                        service_us_by_kind: requests.time_snapshot().into_iter().collect(),
                     }
                 },
                 write_stops: WriteStops {

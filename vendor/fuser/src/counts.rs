@@ -1,5 +1,6 @@
 //! uf2fs: requests served by a session, counted by opcode (`Session::request_counts`), so
-//! that a daemon can show how many round trips a workload cost it and of which kind.
+//! that a daemon can show how many round trips a workload cost it and of which kind, and how
+//! long it took over them (from dispatch to the handler's return, the reply sent).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -10,12 +11,14 @@ const TRACKED: usize = 64;
 #[derive(Debug)]
 pub struct RequestCounts {
     by_op: [AtomicU64; TRACKED + 1],
+    ns_by_op: [AtomicU64; TRACKED + 1],
 }
 
 impl Default for RequestCounts {
     fn default() -> Self {
         RequestCounts {
             by_op: std::array::from_fn(|_| AtomicU64::new(0)),
+            ns_by_op: std::array::from_fn(|_| AtomicU64::new(0)),
         }
     }
 }
@@ -26,6 +29,26 @@ impl RequestCounts {
         if let Some(c) = self.by_op.get(at) {
             c.fetch_add(1, Ordering::Relaxed);
         }
+    }
+
+    pub(crate) fn served(&self, opcode: u32, took: std::time::Duration) {
+        let at = (opcode as usize).min(TRACKED);
+        if let Some(c) = self.ns_by_op.get(at) {
+            c.fetch_add(took.as_nanos() as u64, Ordering::Relaxed);
+        }
+    }
+
+    /// Microseconds spent serving each kind of request served at least once, by opcode
+    /// (named as in `snapshot`).
+    pub fn time_snapshot(&self) -> Vec<(String, u64)> {
+        self.ns_by_op
+            .iter()
+            .enumerate()
+            .filter_map(|(op, c)| {
+                let n = c.load(Ordering::Relaxed);
+                (n > 0).then(|| (name(op as u32), n / 1000))
+            })
+            .collect()
     }
 
     /// Every kind of request served at least once, with its count, by opcode: the kernel's

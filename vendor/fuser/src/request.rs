@@ -63,13 +63,15 @@ impl<'a> RequestWithSender<'a> {
     /// request and sends back the returned reply to the kernel
     pub(crate) fn dispatch<FS: Filesystem>(&self, se: &SessionEventLoop<FS>) {
         debug!("{} thread={}", self.request, se.thread_name);
-        // uf2fs: counted by opcode (`Session::request_counts`).
+        // uf2fs: counted and timed by opcode (`Session::request_counts`).
+        let started = std::time::Instant::now();
         se.counts.note(self.request.opcode());
         match self.dispatch_req(se) {
             Ok(Some(resp)) => self.reply::<ReplyRaw>().send_ll(&resp),
             Ok(None) => {}
             Err(errno) => self.reply::<ReplyRaw>().send_ll(&ResponseErrno(errno)),
         }
+        se.counts.served(self.request.opcode(), started.elapsed());
     }
 
     fn dispatch_req<FS: Filesystem>(
