@@ -1,4 +1,4 @@
-//! The image file's holes, allocated ahead of direct writes.
+//! The image file's holes, allocated ahead of user data writes.
 //!
 //! An image made by `mkfs` is a sparse file, and a direct (O_DIRECT) write into a hole makes
 //! the host's file system allocate blocks under the file's exclusive lock, waiting for every
@@ -9,6 +9,12 @@
 //! ([`PIECE`]) is therefore allocated with `fallocate`, once: F2FS fills its logs a segment at
 //! a time, so a piece allocated for one write is written by the next ones, and the image grows
 //! only where the volume writes, at most a piece ahead of each log.
+//!
+//! Buffered writes of user data take the same path: a write into a hole makes the host's
+//! file system reserve and account each new block (ext4's delayed allocation) under the
+//! writer's call, which a write into preallocated blocks skips. A small file's WRITE in
+//! `tar -x` went from 18.7 to 15.6 us of the daemon's time on an image allocated beforehand
+//! (docs/design.md, stop 41).
 
 use std::fs::File;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

@@ -272,8 +272,8 @@ pub struct FileDevice {
     direct_refused: std::sync::atomic::AtomicBool,
     /// Writes made with O_DIRECT.
     direct_done: AtomicU64,
-    /// The image file's holes, allocated ahead of direct writes (see `holes.rs`); None for a
-    /// block device and where there are no direct writes (read-only, or the host refused).
+    /// The image file's holes, allocated ahead of user data writes (see `holes.rs`); None for
+    /// a block device and a read-only image.
     holes: Option<holes::Holes>,
     blocks: u64,
     read_only: bool,
@@ -312,7 +312,7 @@ impl FileDevice {
             file.seek(SeekFrom::End(0))?
         };
         let ahead = ahead::Ahead::new(path, std::os::fd::AsRawFd::as_raw_fd(&file));
-        let holes = (meta.is_file() && direct.is_some()).then(|| holes::Holes::new(len));
+        let holes = (meta.is_file() && writable).then(|| holes::Holes::new(len));
         Ok(FileDevice {
             file,
             direct_on: std::sync::atomic::AtomicBool::new(false),
@@ -345,6 +345,11 @@ impl FileDevice {
         let n = self.check_run(blkaddr, buf.len())?;
         let at = blkaddr * BLOCK_SIZE as u64;
         if !(may_direct && self.write_direct(at, buf, cause)?) {
+            if cause == IoCause::UserData {
+                if let Some(h) = &self.holes {
+                    h.fill(&self.file, at, buf.len() as u64);
+                }
+            }
             self.file.write_all_at(buf, at)?;
         }
         self.counters.record_write(cause, n);
@@ -681,6 +686,39 @@ mod tests {
         assert!(busy(FileDevice::open(&p, false)), "a reader while written");
         drop(w);
         FileDevice::open(&p, true).unwrap();
+        let _ = std::fs::remove_file(&p);
+    }
+
+    /// A buffered write of user data into a hole of a sparse image allocates the piece
+    /// around it first (the host then has no block to reserve under the write); a write of
+    /// metadata does not, and neither changes the image's size.
+    #[test]
+    fn user_data_written_into_a_hole_finds_its_piece_allocated() {
+        use std::os::unix::fs::MetadataExt;
+        let p = std::env::temp_dir().join(format!("uf2fs-holes-dev-{}", std::process::id()));
+        let f = std::fs::File::create(&p).unwrap();
+        let len = 256u64 << 20;
+        f.set_len(len).unwrap();
+        drop(f);
+        let allocated = || std::fs::metadata(&p).unwrap().blocks() * 512;
+        let d = FileDevice::open(&p, true).unwrap();
+        let block = vec![7u8; BLOCK_SIZE];
+        d.write_blocks(100 << 8, &block, IoCause::Meta).unwrap();
+        let meta = allocated();
+        assert!(meta < 1 << 20, "metadata preallocated {meta} bytes");
+        d.write_blocks_buffered(20 << 8, &block, IoCause::UserData)
+            .unwrap();
+        let data = allocated() - meta;
+        assert!(
+            (8 << 20..=64 << 20).contains(&data),
+            "a block of user data took {data} bytes"
+        );
+        assert_eq!(std::fs::metadata(&p).unwrap().len(), len);
+        let mut back = vec![0u8; BLOCK_SIZE];
+        d.read_blocks(20 << 8, &mut back, IoCause::UserData)
+            .unwrap();
+        assert_eq!(back, block);
+        drop(d);
         let _ = std::fs::remove_file(&p);
     }
 
