@@ -1240,6 +1240,44 @@ fn a_damaged_inode_is_listed_and_only_its_own_stat_fails() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// copy_file_range copies what the source holds and no more, whatever length is asked (`cp`
+/// asks for far more than a small file holds): the rest of a file from an offset, nothing
+/// from its end or past it, and a source written through the page cache just before.
+#[test]
+fn copy_file_range_copies_up_to_the_source_end() {
+    use std::io::Write;
+    let dir = scratch("mount-copy-range");
+    let img = dir.join("img");
+    mkfs(&img, "64M");
+    let m = Mount::new(&bin(), &img, &dir.join("mnt"), &[]);
+    let data: Vec<u8> = (0..20_000u32).map(|i| (i % 241) as u8).collect();
+    let (src_path, dst_path) = (m.dir.join("src"), m.dir.join("dst"));
+    let mut s = std::fs::File::create(&src_path).unwrap();
+    s.write_all(&data).unwrap();
+    drop(s);
+    let src = std::fs::File::open(&src_path).unwrap();
+    let dst = std::fs::File::create(&dst_path).unwrap();
+    let copy = |from: u64, to: u64, len: usize| {
+        let (mut so, mut doff) = (from, to);
+        rustix::fs::copy_file_range(&src, Some(&mut so), &dst, Some(&mut doff), len).unwrap()
+    };
+    assert_eq!(copy(0, 0, 1 << 30), data.len(), "a whole small file");
+    assert_eq!(
+        copy(15_000, 20_000, 1 << 30),
+        5_000,
+        "the rest from an offset"
+    );
+    assert_eq!(copy(20_000, 0, 1 << 30), 0, "from the end");
+    assert_eq!(copy(90_000, 0, 4096), 0, "from past the end");
+    drop((src, dst));
+    let mut want = data.clone();
+    want.extend_from_slice(&data[15_000..]);
+    assert_eq!(std::fs::read(&dst_path).unwrap(), want);
+    m.umount();
+    fsck_both(&img);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// Files keep the kernel's page cache across opens (`FOPEN_KEEP_CACHE`): a read after a
 /// reopen must still see every change made through the mount since, whatever made it.
 #[test]
