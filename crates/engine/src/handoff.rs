@@ -49,3 +49,16 @@ impl Handoff {
         }
     }
 }
+
+/// What a background thread sleeps on between steps (`Fs::background_gc_waiter`,
+/// `Fs::checkpoint_waiter`): it wakes when a change asks it for work. Held apart from the
+/// volume, so that a sleeping thread does not keep the volume alive (the daemon closes the
+/// image at unmount once it holds the last reference).
+pub struct Waiter(pub(crate) std::sync::Arc<Handoff>);
+
+impl Waiter {
+    /// Sleeps until a change asks for the work, or `timeout`.
+    pub fn wait(&self, timeout: Duration) {
+        self.0.wait(timeout);
+    }
+}

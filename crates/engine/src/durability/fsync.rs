@@ -172,10 +172,9 @@ impl Fs {
         }
     }
 
-    /// What the background checkpoint thread sleeps on between steps (held apart from the
-    /// volume, so that a sleeping thread does not keep it alive).
-    pub fn checkpoint_waiter(&self) -> CheckpointWaiter {
-        CheckpointWaiter(self.vol().budget_checkpoints.clone())
+    /// What the background checkpoint thread sleeps on between steps.
+    pub fn checkpoint_waiter(&self) -> crate::Waiter {
+        crate::Waiter(self.vol().budget_checkpoints.clone())
     }
 
     /// Why an fsync of `ino` must write a checkpoint; `None` when the node chain will do.
@@ -305,15 +304,5 @@ impl Fs {
         };
         let f = Footer::of(&old);
         Ok(f.nid == ino && masked(&old) == masked(b))
-    }
-}
-
-/// Wakes the background checkpoint thread when a change asks it for a checkpoint.
-pub struct CheckpointWaiter(Arc<crate::handoff::Handoff>);
-
-impl CheckpointWaiter {
-    /// Sleeps until a change asks for a checkpoint, or `timeout`.
-    pub fn wait(&self, timeout: std::time::Duration) {
-        self.0.wait(timeout);
     }
 }

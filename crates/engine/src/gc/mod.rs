@@ -883,8 +883,8 @@ impl Fs {
     /// for a checkpoint. Held apart from the volume, so that a sleeping thread does not keep
     /// the volume alive (the daemon closes the image at unmount once it holds the last
     /// reference).
-    pub fn background_gc_waiter(&self) -> GcWaiter {
-        GcWaiter(self.vol().pacer.clone())
+    pub fn background_gc_waiter(&self) -> crate::Waiter {
+        crate::Waiter(self.vol().pacer.handoff())
     }
 
     /// Cleans up to `sections` sections now (or until no victim is left), then writes a
@@ -1002,15 +1002,5 @@ impl Policy {
         [Policy::Greedy, Policy::CostBenefit, Policy::AgeThreshold]
             .into_iter()
             .find(|p| p.name() == s)
-    }
-}
-
-/// The background cleaner's sleep (`Fs::background_gc_waiter`).
-pub struct GcWaiter(std::sync::Arc<state::Pacer>);
-
-impl GcWaiter {
-    /// Sleeps until a change asks the background thread for a checkpoint, or `timeout`.
-    pub fn wait(&self, timeout: std::time::Duration) {
-        self.0.wait(timeout);
     }
 }

@@ -86,7 +86,7 @@ pub(crate) struct GcState {
 #[derive(Default)]
 pub(crate) struct Pacer {
     /// The background thread, and the checkpoint a change that cleaned asks it for.
-    bg: crate::handoff::Handoff,
+    bg: std::sync::Arc<crate::handoff::Handoff>,
     /// When a change last found free space short and stepped.
     stepped: std::sync::Mutex<Option<std::time::Instant>>,
 }
@@ -127,8 +127,8 @@ impl Pacer {
         self.bg.take()
     }
 
-    /// Sleeps until a checkpoint is asked for or `timeout` passes.
-    pub fn wait(&self, timeout: std::time::Duration) {
-        self.bg.wait(timeout);
+    /// What the background thread sleeps on (`Fs::background_gc_waiter`).
+    pub fn handoff(&self) -> std::sync::Arc<crate::handoff::Handoff> {
+        self.bg.clone()
     }
 }
