@@ -26,7 +26,9 @@ const PER_BLOCK: u32 = NAT_ENTRIES_PER_BLOCK as u32;
 
 struct Inner {
     bitmap: Vec<u8>,
-    journal: BTreeMap<u32, NatEntry>,
+    /// Entries changed since the NAT blocks were last written (a hash map: every node
+    /// lookup asks it first; a checkpoint sorts what it writes).
+    journal: HashMap<u32, NatEntry>,
     cache: HashMap<u32, Arc<Block>>,
     /// Nids known to be free and not yet handed out.
     free: BTreeSet<u32>,
@@ -68,7 +70,7 @@ impl Nat {
     pub fn new(layout: Layout, bitmap: Vec<u8>, journal: HashMap<u32, NatEntry>) -> Nat {
         let inner = Inner {
             bitmap,
-            journal: journal.into_iter().collect(),
+            journal,
             cache: HashMap::new(),
             free: BTreeSet::new(),
             freed: BTreeSet::new(),
@@ -234,11 +236,9 @@ impl Nat {
             }
             inner.journal.clear();
         }
-        Ok((
-            inner.journal.iter().map(|(k, v)| (*k, *v)).collect(),
-            inner.bitmap.clone(),
-            writes,
-        ))
+        let mut journal: NatJournal = inner.journal.iter().map(|(k, v)| (*k, *v)).collect();
+        journal.sort_unstable_by_key(|(nid, _)| *nid);
+        Ok((journal, inner.bitmap.clone(), writes))
     }
 
     /// After a checkpoint is durable: nids freed before it began may be handed out again, and
