@@ -326,22 +326,12 @@ impl Fs {
         // Most slots of a small file's inode are empty: only the others are freed and
         // cleared (freeing a 16 KiB file walked all 923 slots).
         let first = e.addr_slot(0);
-        let (lo, hi) = (start.min(a) as usize, end.min(a) as usize);
-        let used: Vec<(usize, u32)> = e
-            .block
-            .get(first + 4 * lo..first + 4 * hi)
-            .unwrap_or(&[])
-            .chunks_exact(4)
-            .enumerate()
-            .filter(|(_, c)| *c != [0u8; 4])
-            .map(|(k, c)| {
-                (
-                    first + 4 * (lo + k),
-                    u32::from_le_bytes(c.try_into().unwrap_or([0; 4])),
-                )
-            })
-            .collect();
-        for (at, addr) in used {
+        for i in start.min(a)..end.min(a) {
+            let at = first + 4 * i as usize;
+            let addr = crate::ns::edit::get32(&e.block, at);
+            if addr == NULL_ADDR {
+                continue;
+            }
             self.free_addr(ws, e, addr);
             e.set_u32(at, NULL_ADDR);
         }
