@@ -1245,16 +1245,13 @@ fn a_damaged_inode_is_listed_and_only_its_own_stat_fails() {
 /// from its end or past it, and a source written through the page cache just before.
 #[test]
 fn copy_file_range_copies_up_to_the_source_end() {
-    use std::io::Write;
     let dir = scratch("mount-copy-range");
     let img = dir.join("img");
     mkfs(&img, "64M");
     let m = Mount::new(&bin(), &img, &dir.join("mnt"), &[]);
     let data: Vec<u8> = (0..20_000u32).map(|i| (i % 241) as u8).collect();
     let (src_path, dst_path) = (m.dir.join("src"), m.dir.join("dst"));
-    let mut s = std::fs::File::create(&src_path).unwrap();
-    s.write_all(&data).unwrap();
-    drop(s);
+    std::fs::write(&src_path, &data).unwrap();
     let src = std::fs::File::open(&src_path).unwrap();
     let dst = std::fs::File::create(&dst_path).unwrap();
     let copy = |from: u64, to: u64, len: usize| {

@@ -41,28 +41,26 @@ impl RequestCounts {
     /// Microseconds spent serving each kind of request served at least once, by opcode
     /// (named as in `snapshot`).
     pub fn time_snapshot(&self) -> Vec<(String, u64)> {
-        self.ns_by_op
-            .iter()
-            .enumerate()
-            .filter_map(|(op, c)| {
-                let n = c.load(Ordering::Relaxed);
-                (n > 0).then(|| (name(op as u32), n / 1000))
-            })
-            .collect()
+        served_at_least_once(&self.ns_by_op, 1000)
     }
 
     /// Every kind of request served at least once, with its count, by opcode: the kernel's
     /// name without `FUSE_`, or `OPCODE_<n>` for one this list does not name.
     pub fn snapshot(&self) -> Vec<(String, u64)> {
-        self.by_op
-            .iter()
-            .enumerate()
-            .filter_map(|(op, c)| {
-                let n = c.load(Ordering::Relaxed);
-                (n > 0).then(|| (name(op as u32), n))
-            })
-            .collect()
+        served_at_least_once(&self.by_op, 1)
     }
+}
+
+/// The non-zero figures of a per-opcode table, named, each divided by `unit`.
+fn served_at_least_once(by_op: &[AtomicU64], unit: u64) -> Vec<(String, u64)> {
+    by_op
+        .iter()
+        .enumerate()
+        .filter_map(|(op, c)| {
+            let n = c.load(Ordering::Relaxed);
+            (n > 0).then(|| (name(op as u32), n / unit))
+        })
+        .collect()
 }
 
 /// The kernel's name for an opcode, without its `FUSE_` prefix.
