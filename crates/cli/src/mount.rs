@@ -444,6 +444,24 @@ fn print_status(out: &mut impl Write, v: &Value) -> std::io::Result<()> {
                 .unwrap_or(0)
         )?;
     }
+    if let Some(w) = v.pointer("/io/write_behind") {
+        let n = |k: &str| w.get(k).and_then(Value::as_u64).unwrap_or(0);
+        if n("limit_bytes") == 0 {
+            writeln!(out, "write-behind: off")?;
+        } else {
+            writeln!(
+                out,
+                "write-behind: {} small writes held (at most {:.1} MiB, {:.1} KiB now), written \
+                 in {} requests; {} times by a writer at the bound, {} before a write over them",
+                n("deferred"),
+                n("limit_bytes") as f64 / (1 << 20) as f64,
+                n("held_bytes") as f64 / 1024.0,
+                n("written_runs"),
+                n("writer_drains"),
+                n("overlap_drains")
+            )?;
+        }
+    }
     Ok(())
 }
 

@@ -486,6 +486,95 @@ fn many_new_files_keep_the_daemon_within_cache_size() {
 /// says so and counts the runs), small files written whole do not, every byte reads back
 /// after a remount, and `direct_writes=off` writes the same files through the host's page
 /// cache.
+/// Small files' data is held by the daemon and written behind their writers, joined into
+/// fewer requests; reads served while it may still be held, a rewrite over held blocks, a
+/// removal and an fsync all see the newest bytes, and the image is whole after unmount.
+#[test]
+fn small_files_are_written_behind_their_writers_and_read_back() {
+    use std::io::Write;
+    use std::os::unix::fs::FileExt;
+    let dir = scratch("mount-write-behind");
+    let img = dir.join("img");
+    mkfs(&img, "256M");
+    let mnt = dir.join("m");
+    let m = Mount::new(&bin(), &img, &mnt, &[]);
+    let content = |i: usize, len: usize| -> Vec<u8> {
+        (0..len)
+            .map(|k| (k / 4096 + i * 31 + k % 7) as u8)
+            .collect()
+    };
+    let len_of = |i: usize| 4096 * (1 + i % 5) + i % 3 * 100;
+    for i in 0..300 {
+        let mut f = std::fs::File::create(mnt.join(format!("f{i}"))).unwrap();
+        f.write_all(&content(i, len_of(i))).unwrap();
+        if i % 50 == 0 {
+            f.sync_all().unwrap();
+        }
+    }
+    // A rewrite of some files' middles, soon after they were written.
+    for i in (0..300).step_by(7) {
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(mnt.join(format!("f{i}")))
+            .unwrap();
+        f.write_all_at(&[0xa5; 100], 50).unwrap();
+    }
+    for i in (0..300).step_by(11) {
+        std::fs::remove_file(mnt.join(format!("f{i}"))).unwrap();
+    }
+    let want = |i: usize| {
+        let mut v = content(i, len_of(i));
+        if i.is_multiple_of(7) {
+            v[50..150].fill(0xa5);
+        }
+        v
+    };
+    // The kernel's copies let go of, so that the daemon serves the reads.
+    let check = |when: &str| {
+        for i in (0..300).filter(|i| i % 11 != 0) {
+            let p = mnt.join(format!("f{i}"));
+            let f = std::fs::File::open(&p).unwrap();
+            f.sync_all().ok();
+            rustix::fs::fadvise(&f, 0, None, rustix::fs::Advice::DontNeed).unwrap();
+            assert!(
+                std::fs::read(&p).unwrap() == want(i),
+                "{when}: f{i} differs"
+            );
+        }
+    };
+    check("mounted");
+    let st = status(&mnt);
+    let n = |k: &str| {
+        st.pointer(&format!("/io/write_behind/{k}"))
+            .and_then(|v| v.as_u64())
+            .unwrap_or(0)
+    };
+    assert!(n("limit_bytes") > 0, "write-behind is on by default: {st}");
+    assert!(n("deferred") >= 300, "the files' data was held: {st}");
+    assert!(
+        n("written_runs") < n("deferred"),
+        "held runs that follow each other go down together: {st}"
+    );
+    let text = uf2fs(&["status".as_ref(), mnt.as_os_str()]);
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("write-behind:") && l.contains("small writes held")),
+        "{text}"
+    );
+    m.umount();
+    fsck_both(&img);
+    let m = Mount::new(&bin(), &img, &mnt, &["write_behind=off"]);
+    check("remounted");
+    let st = status(&mnt);
+    assert_eq!(
+        st.pointer("/io/write_behind/limit_bytes")
+            .and_then(|v| v.as_u64()),
+        Some(0),
+        "write_behind=off: {st}"
+    );
+    m.umount();
+}
+
 #[test]
 fn large_writes_go_past_the_host_page_cache_and_read_back() {
     use std::io::Write;
@@ -500,10 +589,14 @@ fn large_writes_go_past_the_host_page_cache_and_read_back() {
         .open(&probe)
         .is_ok();
     let data: Vec<u8> = (0..24u32 << 20).map(|i| (i * 7 + i / 4096) as u8).collect();
+    // Write-behind off: it would hold the small files' runs and write them later, direct.
     for (opts, want) in [
-        (&[][..], if host_takes_it { "on" } else { "not available" }),
         (
-            &["direct_writes=off"][..],
+            &["write_behind=off"][..],
+            if host_takes_it { "on" } else { "not available" },
+        ),
+        (
+            &["direct_writes=off", "write_behind=off"][..],
             if host_takes_it {
                 "off"
             } else {

@@ -16,16 +16,20 @@
 //! (memory, logging every write and flush for crash tests; see `recording.rs`).
 //! [`JoinedDevice`] joins several devices end to end by block address (a multi-device volume;
 //! see `joined.rs`).
+//! [`Behind`] holds small runs of user data and writes them from a thread of its own
+//! (see `behind.rs`).
 //! [`open_image`] picks between the first two by the file's first bytes.
 //!
 //! This layer knows nothing about F2FS.
 
 mod ahead;
+mod behind;
 mod holes;
 mod joined;
 mod recording;
 mod sparse;
 
+pub use behind::{Behind, WriteBehind};
 pub use joined::{JoinedDevice, Part};
 
 pub use recording::{CrashLog, Epoch, Event, RecordingDevice, Replay};
@@ -171,6 +175,14 @@ pub trait BlockDevice: Send + Sync {
     fn direct_writes_state(&self) -> DirectWrites {
         DirectWrites::default()
     }
+    /// Holds small runs of user data, at most `bytes` of them, and writes them a little
+    /// later, joined where they follow each other (0: every write goes to the device at
+    /// once). Only a [`Behind`] does; the others ignore it.
+    fn set_write_behind(&self, _bytes: u64) {}
+    /// How write-behind stands (`uf2fs status`).
+    fn write_behind_state(&self) -> WriteBehind {
+        WriteBehind::default()
+    }
 }
 
 /// How a device's direct writes stand.
@@ -215,6 +227,12 @@ impl<T: BlockDevice + ?Sized> BlockDevice for std::sync::Arc<T> {
     }
     fn direct_writes_state(&self) -> DirectWrites {
         (**self).direct_writes_state()
+    }
+    fn set_write_behind(&self, bytes: u64) {
+        (**self).set_write_behind(bytes)
+    }
+    fn write_behind_state(&self) -> WriteBehind {
+        (**self).write_behind_state()
     }
 }
 

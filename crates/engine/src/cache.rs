@@ -23,8 +23,11 @@ pub(crate) struct CacheCaps {
     pub nat: usize,
     /// Parsed inodes: an eighth.
     pub inodes: usize,
-    /// Dirty node blocks before a checkpoint: half.
+    /// Dirty node blocks before a checkpoint: half, less a sixteenth.
     pub dirty: usize,
+    /// Small runs of user data held before they are written (`write_behind`; the device's
+    /// `Behind`), in bytes: a sixteenth.
+    pub write_behind: u64,
     /// Changed dentry blocks held before a change writes them (`ns/dentry_cache.rs`): a
     /// 64th, taken from the clean node blocks' quarter.
     pub dentries: usize,
@@ -38,7 +41,8 @@ impl CacheCaps {
             nodes: ((bytes / 4 - bytes / 64) / block) as usize,
             nat: (bytes / 8 / block) as usize,
             inodes: (bytes / 8 / INODE_CACHE_ENTRY_BYTES) as usize,
-            dirty: (bytes / 2 / block) as usize,
+            dirty: ((bytes / 2 - bytes / 16) / block) as usize,
+            write_behind: bytes / 16 / block * block,
             dentries: (bytes / 64 / block) as usize,
         }
     }
@@ -82,11 +86,13 @@ mod tests {
         let d = CacheCaps::default_caps();
         assert_eq!(
             (d.nodes, d.nat, d.dirty, d.dentries),
-            (3840, 2048, 8192, 256)
+            (3840, 2048, 7168, 256)
         );
+        assert_eq!(d.write_behind, 4 << 20);
         let block = BLOCK_SIZE as u64;
         let total = (d.nodes + d.nat + d.dirty + d.dentries) as u64 * block
-            + d.inodes as u64 * INODE_CACHE_ENTRY_BYTES;
+            + d.inodes as u64 * INODE_CACHE_ENTRY_BYTES
+            + d.write_behind;
         assert!(total <= DEFAULT_CACHE_BYTES, "{total}");
         assert!(total > DEFAULT_CACHE_BYTES - block * 2, "{total}");
         assert_eq!(

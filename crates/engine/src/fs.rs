@@ -220,6 +220,12 @@ impl Fs {
         if writable && dev.is_read_only() {
             return Err(Error::ReadOnly("the device is opened read-only".into()));
         }
+        // Off until the options turn it on (`write_behind`).
+        let dev: Box<dyn BlockDevice> = if writable {
+            Box::new(uf2fs_device::Behind::new(dev))
+        } else {
+            dev
+        };
         let m = mount(&*dev)?;
         let layout = m.sb.layout();
         let mut notes = Vec::new();
@@ -493,6 +499,11 @@ impl Fs {
         self.vol.dirty_budget = caps.dirty;
         self.vol.dentries.set_cap(caps.dentries);
         self.vol.dev.set_direct_writes(options.direct_writes);
+        self.vol.dev.set_write_behind(if options.write_behind {
+            caps.write_behind
+        } else {
+            0
+        });
         self.apply_alloc_mode();
     }
 

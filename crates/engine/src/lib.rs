@@ -48,7 +48,7 @@ pub use space::sit::SegmentUsage;
 pub use space::DataTemp;
 pub use space::Policy as GcPolicy;
 pub use state::CompressStats;
-pub use status::{CheckpointStats, IoStats, Status};
+pub use status::{CheckpointStats, IoStats, Status, WriteBehindStats};
 pub use uf2fs_format::geometry::Geometry;
 pub use vol::{
     AllocMode, BackgroundGc, CompressOptions, Extensions, Extent, Fs, FsyncMode, IpuPolicy, Options,

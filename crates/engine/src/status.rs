@@ -66,6 +66,21 @@ pub struct IoStats {
     pub direct_writes: &'static str,
     /// Runs written with O_DIRECT since mount.
     pub direct_write_runs: u64,
+    /// Small runs of file data held and written later (`write_behind`).
+    pub write_behind: WriteBehindStats,
+}
+
+/// How write-behind stands (`uf2fs_device::Behind`): the bound (0: off), what is held now,
+/// writes held since mount, the device requests they went down in, and the times a writer
+/// found the bound reached or a write met held blocks and had them written first.
+#[derive(Debug, Clone, Copy, Default, serde::Serialize)]
+pub struct WriteBehindStats {
+    pub limit_bytes: u64,
+    pub held_bytes: u64,
+    pub deferred: u64,
+    pub written_runs: u64,
+    pub writer_drains: u64,
+    pub overlap_drains: u64,
 }
 
 impl Fs {
@@ -99,6 +114,17 @@ impl Fs {
                 _ => "off",
             },
             direct_write_runs: direct.runs,
+            write_behind: {
+                let w = self.vol().dev.write_behind_state();
+                WriteBehindStats {
+                    limit_bytes: w.limit,
+                    held_bytes: w.held,
+                    deferred: w.deferred,
+                    written_runs: w.written_runs,
+                    writer_drains: w.writer_drains,
+                    overlap_drains: w.overlap_drains,
+                }
+            },
         };
         let live = match self.vol().write.as_ref() {
             Some(w) => {

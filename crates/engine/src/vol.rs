@@ -198,11 +198,17 @@ pub struct Options {
     /// run (`uf2fs put` of 1 GiB took 4.0-4.6 s against 2.0-3.9 s buffered); the mount, whose
     /// request threads write in parallel, turns it on.
     pub direct_writes: bool,
+    /// Whether small runs of user data are held in memory and written a little later by a
+    /// thread of the device layer, joined where they follow each other (`write_behind`; see
+    /// `uf2fs_device::Behind`), at most a sixteenth of `cache_bytes`. Off by default (a
+    /// library user's process may not want the thread); the mount turns it on.
+    pub write_behind: bool,
     /// Whether the daemon cleans ahead of need (`background_gc`).
     pub background_gc: BackgroundGc,
     /// The most memory the caches take, in bytes (what the mount's `cache_size` leaves after
-    /// the daemon's buffers): half to the dirty nodes before a checkpoint, a quarter to clean
-    /// node blocks, an eighth each to NAT blocks and parsed inodes.
+    /// the daemon's buffers): half, less a sixteenth, to the dirty nodes before a checkpoint,
+    /// a quarter to clean node blocks, an eighth each to NAT blocks and parsed inodes, a
+    /// sixteenth to data held for `write_behind`.
     pub cache_bytes: u64,
     /// A frozen clock, for reproducible images (`uf2fs import --timestamp`): every inode time
     /// a change sets is this second (nanoseconds 0), new inodes get i_generation 0 (as
@@ -404,6 +410,7 @@ impl Default for Options {
             gc_batch: crate::gc::state::DEFAULT_GC_BATCH,
             gc_pace: true,
             direct_writes: false,
+            write_behind: false,
             background_gc: BackgroundGc::On,
             cache_bytes: crate::cache::DEFAULT_CACHE_BYTES,
             fixed_time: None,

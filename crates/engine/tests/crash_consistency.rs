@@ -574,6 +574,18 @@ fn random_mix() {
     random_mix_on("random_mix", Run::new());
 }
 
+/// The same mix with small data runs held and written behind (`write_behind`, the mount's
+/// default): the device sees them later, joined, from another thread, and every flush writes
+/// what is held first.
+#[test]
+fn random_mix_written_behind() {
+    let mut r = Run::new();
+    let mut o = r.fs.options();
+    o.write_behind = true;
+    r.fs.set_options(o);
+    random_mix_on("random_mix_written_behind", r);
+}
+
 /// The same mix on mkfs.f2fs's quota image: after every crash and recovery, fsck.f2fs
 /// recounts the user, group and project quota files against the inodes.
 #[test]
@@ -701,6 +713,13 @@ fn random_mix_with(name: &str, mut r: Run, bytes: fn(&mut Rng, usize) -> Vec<u8>
                 r.fsync(f, rng.below(3) == 0);
             }
         }
+    }
+    if r.fs.options().write_behind {
+        let w = r.fs.status().unwrap().io.write_behind;
+        assert!(
+            w.deferred > 0 && w.written_runs > 0,
+            "{name}: nothing was held: {w:?}"
+        );
     }
     sweep(name, r);
 }

@@ -193,6 +193,7 @@ pub fn serve(
         gc_batch: opts.gc_batch,
         gc_pace: opts.gc_pace,
         direct_writes: opts.direct_writes,
+        write_behind: opts.write_behind,
         background_gc: opts.background_gc,
         cache_bytes: opts.engine_cache_bytes(serving),
         fixed_time: None,

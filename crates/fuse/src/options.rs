@@ -68,6 +68,10 @@ pub struct MountOptions {
     /// Large runs of file data go to the image with O_DIRECT, past the host's page cache
     /// (`direct_writes=on|off`; default on).
     pub direct_writes: bool,
+    /// Small runs of file data are held in memory and written a little later, joined where
+    /// they follow each other (`write_behind=on|off`; default on; at most a sixteenth of
+    /// `cache_size`).
+    pub write_behind: bool,
     pub checkpoint_merge: bool,
     /// Changed dentry blocks stay in memory until the next checkpoint
     /// (`dentry_cache`/`nodentry_cache`; default on).
@@ -140,6 +144,7 @@ impl Default for MountOptions {
             gc_batch: uf2fs_engine::DEFAULT_GC_BATCH,
             gc_pace: true,
             direct_writes: true,
+            write_behind: true,
             checkpoint_merge: true,
             dentry_cache: true,
             mode: AllocMode::Adaptive,
@@ -330,6 +335,13 @@ impl MountOptions {
                     _ => return bad_value(v, "on, off"),
                 }
             }
+            ("write_behind", Some(v)) => {
+                self.write_behind = match v {
+                    "on" => true,
+                    "off" => false,
+                    _ => return bad_value(v, "on, off"),
+                }
+            }
             ("gc_window", Some(v)) => {
                 self.gc_window = match v.parse::<u32>() {
                     Ok(n) => n,
@@ -481,6 +493,7 @@ impl MountOptions {
                 | "gc_batch"
                 | "gc_pace"
                 | "direct_writes"
+                | "write_behind"
                 | "ipu"
                 | "data_temp"
                 | "cp_interval"
@@ -684,6 +697,19 @@ mod tests {
         assert!(e.contains("cache_size"), "{e}");
         let e = MountOptions::parse(&["cache_size"]).unwrap_err();
         assert!(e.contains("needs a value"), "{e}");
+    }
+
+    #[test]
+    fn write_behind_is_on_unless_turned_off() {
+        assert!(MountOptions::parse::<&str>(&[]).unwrap().write_behind);
+        assert!(
+            !MountOptions::parse(&["write_behind=off"])
+                .unwrap()
+                .write_behind
+        );
+        for bad in ["write_behind=yes", "write_behind"] {
+            assert!(MountOptions::parse(&[bad]).is_err(), "{bad}");
+        }
     }
 
     #[test]
