@@ -164,6 +164,22 @@ pub trait BlockDevice: Send + Sync {
     fn write_blocks_buffered(&self, blkaddr: u64, buf: &[u8], cause: IoCause) -> io::Result<()> {
         self.write_blocks(blkaddr, buf, cause)
     }
+    /// Writes `bufs` one after another from `blkaddr` on, as one request where the device
+    /// can (each piece whole blocks): runs held apart in memory that follow each other on
+    /// the device. By default, one [`BlockDevice::write_blocks`] per piece.
+    fn write_blocks_vectored(
+        &self,
+        blkaddr: u64,
+        bufs: &[&[u8]],
+        cause: IoCause,
+    ) -> io::Result<()> {
+        let mut at = blkaddr;
+        for b in bufs {
+            self.write_blocks(at, b, cause)?;
+            at += (b.len() / BLOCK_SIZE) as u64;
+        }
+        Ok(())
+    }
     /// Makes every completed write durable.
     fn flush(&self) -> io::Result<()>;
     fn counters(&self) -> &IoCounters;
@@ -212,6 +228,14 @@ impl<T: BlockDevice + ?Sized> BlockDevice for std::sync::Arc<T> {
     }
     fn write_blocks_buffered(&self, blkaddr: u64, buf: &[u8], cause: IoCause) -> io::Result<()> {
         (**self).write_blocks_buffered(blkaddr, buf, cause)
+    }
+    fn write_blocks_vectored(
+        &self,
+        blkaddr: u64,
+        bufs: &[&[u8]],
+        cause: IoCause,
+    ) -> io::Result<()> {
+        (**self).write_blocks_vectored(blkaddr, bufs, cause)
     }
     fn flush(&self) -> io::Result<()> {
         (**self).flush()
@@ -410,6 +434,70 @@ impl FileDevice {
         }
     }
 
+    /// Writes `bufs` (whole blocks each) one after another from `blkaddr` in one `pwritev`,
+    /// with O_DIRECT when the whole is a large run of user data in block-aligned pieces and
+    /// direct writes are on (see [`FileDevice::write_direct`]).
+    fn write_pieces(&self, blkaddr: u64, bufs: &[&[u8]], cause: IoCause) -> io::Result<()> {
+        if self.read_only {
+            return Err(io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                "device opened read-only",
+            ));
+        }
+        if bufs.iter().any(|b| !b.len().is_multiple_of(BLOCK_SIZE)) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "buffer is not whole blocks",
+            ));
+        }
+        let len: usize = bufs.iter().map(|b| b.len()).sum();
+        let n = self.check_run(blkaddr, len)?;
+        let at = blkaddr * BLOCK_SIZE as u64;
+        let direct = self.direct.as_ref().filter(|_| {
+            cause == IoCause::UserData
+                && len >= DIRECT_MIN
+                && bufs
+                    .iter()
+                    .all(|b| (b.as_ptr() as usize).is_multiple_of(BLOCK_SIZE))
+                && self.direct_on.load(Ordering::Relaxed)
+                && !self.direct_refused.load(Ordering::Relaxed)
+        });
+        let file = direct.unwrap_or(&self.file);
+        if cause == IoCause::UserData {
+            if let Some(h) = &self.holes {
+                h.fill(file, at, len as u64);
+            }
+        }
+        let slices: Vec<io::IoSlice<'_>> = bufs.iter().map(|b| io::IoSlice::new(b)).collect();
+        match rustix::io::pwritev(file, &slices, at) {
+            Ok(done) if done == len => {}
+            // A short write (rare): the rest a piece at a time.
+            Ok(done) => {
+                let mut pos = 0usize;
+                for b in bufs {
+                    let (start, end) = (pos, pos + b.len());
+                    pos = end;
+                    if end <= done {
+                        continue;
+                    }
+                    let skip = done.saturating_sub(start);
+                    file.write_all_at(b.get(skip..).unwrap_or(&[]), at + (start + skip) as u64)?;
+                }
+            }
+            Err(e) if direct.is_some() && e == rustix::io::Errno::INVAL => {
+                // The host wants another alignment: buffered from now on, as write_direct.
+                self.direct_refused.store(true, Ordering::Relaxed);
+                return self.write_pieces(blkaddr, bufs, cause);
+            }
+            Err(e) => return Err(e.into()),
+        }
+        if direct.is_some() {
+            self.direct_done.fetch_add(1, Ordering::Relaxed);
+        }
+        self.counters.record_write(cause, n);
+        Ok(())
+    }
+
     fn check_run(&self, blkaddr: u64, len: usize) -> io::Result<u64> {
         run_blocks(
             blkaddr,
@@ -471,6 +559,19 @@ impl BlockDevice for FileDevice {
 
     fn write_blocks_buffered(&self, blkaddr: u64, buf: &[u8], cause: IoCause) -> io::Result<()> {
         self.write_at(blkaddr, buf, cause, false)
+    }
+
+    fn write_blocks_vectored(
+        &self,
+        blkaddr: u64,
+        bufs: &[&[u8]],
+        cause: IoCause,
+    ) -> io::Result<()> {
+        match bufs {
+            [] => Ok(()),
+            [one] => self.write_blocks(blkaddr, one, cause),
+            _ => self.write_pieces(blkaddr, bufs, cause),
+        }
     }
 
     fn set_direct_writes(&self, on: bool) {
@@ -745,6 +846,59 @@ mod tests {
         let v = vec![byte; (blocks + 1) * BLOCK_SIZE];
         let start = (BLOCK_SIZE - v.as_ptr() as usize % BLOCK_SIZE) % BLOCK_SIZE;
         (v, start)
+    }
+
+    /// Pieces held apart in memory go down as one request, direct when the whole is a large
+    /// run in aligned pieces, buffered otherwise, and read back in place.
+    #[test]
+    fn pieces_written_as_one_request_read_back_in_place() {
+        let n = DIRECT_MIN / BLOCK_SIZE;
+        let p = std::env::temp_dir().join(format!("uf2fs-pieces-{}", std::process::id()));
+        std::fs::write(&p, vec![0u8; 8 * n * BLOCK_SIZE]).unwrap();
+        let d = FileDevice::open(&p, true).unwrap();
+        d.set_direct_writes(true);
+        let direct = d.direct.is_some();
+        let (a, sa) = aligned(n, 7);
+        let (b, sb) = aligned(n / 2, 8);
+        let pieces = [&a[sa..sa + n * BLOCK_SIZE], &b[sb..sb + n / 2 * BLOCK_SIZE]];
+        d.write_blocks_vectored(3, &pieces, IoCause::UserData)
+            .unwrap();
+        assert_eq!(d.direct_writes_state().runs, u64::from(direct));
+        // Small and unaligned pieces: buffered.
+        d.write_blocks_vectored(
+            2 * n as u64,
+            &[&[1u8; BLOCK_SIZE], &[2u8; 2 * BLOCK_SIZE]],
+            IoCause::UserData,
+        )
+        .unwrap();
+        assert_eq!(d.direct_writes_state().runs, u64::from(direct));
+        assert_eq!(
+            d.counters().snapshot().write_requests[0],
+            2,
+            "one request each"
+        );
+        let mut all = vec![0u8; 8 * n * BLOCK_SIZE];
+        d.read_blocks(0, &mut all, IoCause::UserData).unwrap();
+        let at = |blk: usize| all[blk * BLOCK_SIZE];
+        assert_eq!(
+            (
+                at(2),
+                at(3),
+                at(3 + n - 1),
+                at(3 + n),
+                at(3 + n + n / 2 - 1)
+            ),
+            (0, 7, 7, 8, 8)
+        );
+        assert_eq!(
+            (at(2 * n), at(2 * n + 1), at(2 * n + 2), at(2 * n + 3)),
+            (1, 2, 2, 0)
+        );
+        assert!(d
+            .write_blocks_vectored(0, &[&[0u8; 100]], IoCause::UserData)
+            .is_err());
+        drop(d);
+        let _ = std::fs::remove_file(&p);
     }
 
     /// Large user-data runs go past the page cache, everything else through it, and every
