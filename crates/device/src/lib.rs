@@ -848,15 +848,22 @@ mod tests {
         (v, start)
     }
 
+    /// A zeroed image file of `blocks` blocks in the temporary directory, opened read-write
+    /// with direct writes asked for; its path, to remove.
+    fn temp_device(name: &str, blocks: usize) -> (FileDevice, std::path::PathBuf) {
+        let p = std::env::temp_dir().join(format!("uf2fs-{name}-{}", std::process::id()));
+        std::fs::write(&p, vec![0u8; blocks * BLOCK_SIZE]).unwrap();
+        let d = FileDevice::open(&p, true).unwrap();
+        d.set_direct_writes(true);
+        (d, p)
+    }
+
     /// Pieces held apart in memory go down as one request, direct when the whole is a large
     /// run in aligned pieces, buffered otherwise, and read back in place.
     #[test]
     fn pieces_written_as_one_request_read_back_in_place() {
         let n = DIRECT_MIN / BLOCK_SIZE;
-        let p = std::env::temp_dir().join(format!("uf2fs-pieces-{}", std::process::id()));
-        std::fs::write(&p, vec![0u8; 8 * n * BLOCK_SIZE]).unwrap();
-        let d = FileDevice::open(&p, true).unwrap();
-        d.set_direct_writes(true);
+        let (d, p) = temp_device("pieces", 8 * n);
         let direct = d.direct.is_some();
         let (a, sa) = aligned(n, 7);
         let (b, sb) = aligned(n / 2, 8);
@@ -908,10 +915,7 @@ mod tests {
     fn direct_and_buffered_writes_of_the_same_blocks_read_back_in_order() {
         // Runs of `n` blocks are the smallest that go direct.
         let n = DIRECT_MIN / BLOCK_SIZE;
-        let p = std::env::temp_dir().join(format!("uf2fs-direct-{}", std::process::id()));
-        std::fs::write(&p, vec![0u8; 4 * n * BLOCK_SIZE]).unwrap();
-        let d = FileDevice::open(&p, true).unwrap();
-        d.set_direct_writes(true);
+        let (d, p) = temp_device("direct", 4 * n);
         assert!(
             d.direct.is_some(),
             "{}: the host refused O_DIRECT; this test needs a file system that takes it",
