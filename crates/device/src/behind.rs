@@ -100,7 +100,7 @@ struct State {
 
 /// One held block, aligned for O_DIRECT. Held data is kept a block at a time, so that what
 /// is held is what the bound counts whatever the runs' sizes (a buffer per run with room to
-/// grow took 256 KiB for each scattered 4 KiB write), and runs grow and split without copies.
+/// grow took 256 KiB for each scattered 4 KiB write), and a run grows without copies.
 #[repr(C, align(4096))]
 struct Page([u8; BLOCK_SIZE]);
 
@@ -117,6 +117,13 @@ impl Run {
 }
 
 impl State {
+    /// The first failed write, as an error for the caller.
+    fn failure(&self) -> Option<io::Error> {
+        self.failed
+            .as_ref()
+            .map(|(kind, why)| io::Error::new(*kind, why.clone()))
+    }
+
     /// A block holding `data` (one block's bytes), from the spare ones when there are.
     fn page(&mut self, data: &[u8]) -> Box<Page> {
         let mut p = self
@@ -196,14 +203,7 @@ impl Behind {
             && blkaddr
                 .checked_add((buf.len() / BLOCK_SIZE) as u64)
                 .is_some_and(|end| end <= sh.dev.block_count());
-        if !holdable {
-            return None;
-        }
-        if let Some((kind, why)) = &sh.lock().failed {
-            return Some(Err(io::Error::new(*kind, why.clone())));
-        }
-        sh.hold(blkaddr, buf);
-        Some(Ok(()))
+        holdable.then(|| sh.hold(blkaddr, buf))
     }
 
     /// Before `buf` is written at `blkaddr` without being held (see [`Shared::settle`]).
@@ -325,11 +325,15 @@ impl Shared {
     }
 
     /// Holds `buf` for blocks `a..`, replacing whatever held run covered them; the writer
-    /// that brings what is held and being written to the bound lands it all.
-    fn hold(&self, a: u64, buf: &[u8]) {
+    /// that brings what is held and being written to the bound lands it all. After a failed
+    /// write nothing more is held: the failure is returned.
+    fn hold(&self, a: u64, buf: &[u8]) -> io::Result<()> {
         let n = (buf.len() / BLOCK_SIZE) as u64;
         let limit = self.limit.load(Ordering::Relaxed);
         let mut s = self.lock();
+        if let Some(e) = s.failure() {
+            return Err(e);
+        }
         let first = s.held.is_empty();
         for (start, old) in overlapping(&s.held, a, n) {
             s.held.remove(&start);
@@ -385,6 +389,7 @@ impl Shared {
         } else if wake {
             self.wake.notify_one();
         }
+        Ok(())
     }
 
     /// Before a write of blocks `a..a + n` that is not held: held or being-written runs it
@@ -478,8 +483,8 @@ impl BlockDevice for Behind {
     fn flush(&self) -> io::Result<()> {
         let sh = &self.shared;
         sh.drain();
-        if let Some((kind, why)) = &sh.lock().failed {
-            return Err(io::Error::new(*kind, why.clone()));
+        if let Some(e) = sh.lock().failure() {
+            return Err(e);
         }
         sh.dev.flush()
     }

@@ -369,75 +369,20 @@ impl FileDevice {
         })
     }
 
-    /// Writes `buf` at block `blkaddr`, with O_DIRECT where `may_direct` and
-    /// [`FileDevice::write_direct`] allow.
-    fn write_at(
+    /// Writes `bufs` (whole blocks each) one after another from block `blkaddr`, in one
+    /// request, with O_DIRECT if `may_direct` and the whole is a large run of user data in
+    /// block-aligned pieces and direct writes are on. Node, metadata and cleaner writes, and
+    /// small runs, go through the page cache: the cleaner writes under the write lock, where
+    /// a buffered write returns sooner. A direct write lands before it returns and drops the
+    /// host's cached pages of its range, so buffered reads after it see it; the flush before
+    /// each checkpoint covers both kinds.
+    fn write_pieces(
         &self,
         blkaddr: u64,
-        buf: &[u8],
+        bufs: &[&[u8]],
         cause: IoCause,
         may_direct: bool,
     ) -> io::Result<()> {
-        if self.read_only {
-            return Err(io::Error::new(
-                io::ErrorKind::PermissionDenied,
-                "device opened read-only",
-            ));
-        }
-        let n = self.check_run(blkaddr, buf.len())?;
-        let at = blkaddr * BLOCK_SIZE as u64;
-        if !(may_direct && self.write_direct(at, buf, cause)?) {
-            if cause == IoCause::UserData {
-                if let Some(h) = &self.holes {
-                    h.fill(&self.file, at, buf.len() as u64);
-                }
-            }
-            self.file.write_all_at(buf, at)?;
-        }
-        self.counters.record_write(cause, n);
-        Ok(())
-    }
-
-    /// Writes `buf` at byte `at` with O_DIRECT if it is a large run of user data in a
-    /// block-aligned buffer and direct writes are on; whether it did. Node, metadata and
-    /// cleaner writes, and small runs, go through the page cache as before: the cleaner
-    /// writes under the write lock, where a buffered write returns sooner. A direct write
-    /// lands before it returns and drops the host's cached pages of its range, so buffered
-    /// reads after it see it; the flush before each checkpoint covers both kinds.
-    fn write_direct(&self, at: u64, buf: &[u8], cause: IoCause) -> io::Result<bool> {
-        let Some(direct) = &self.direct else {
-            return Ok(false);
-        };
-        if cause != IoCause::UserData
-            || buf.len() < DIRECT_MIN
-            || !(buf.as_ptr() as usize).is_multiple_of(BLOCK_SIZE)
-            || !self.direct_on.load(Ordering::Relaxed)
-            || self.direct_refused.load(Ordering::Relaxed)
-        {
-            return Ok(false);
-        }
-        if let Some(h) = &self.holes {
-            h.fill(direct, at, buf.len() as u64);
-        }
-        match direct.write_all_at(buf, at) {
-            Ok(()) => {
-                self.direct_done.fetch_add(1, Ordering::Relaxed);
-                Ok(true)
-            }
-            // The host wants another alignment (a device of larger logical blocks): buffered
-            // from now on.
-            Err(e) if e.raw_os_error() == Some(rustix::io::Errno::INVAL.raw_os_error()) => {
-                self.direct_refused.store(true, Ordering::Relaxed);
-                Ok(false)
-            }
-            Err(e) => Err(e),
-        }
-    }
-
-    /// Writes `bufs` (whole blocks each) one after another from `blkaddr` in one `pwritev`,
-    /// with O_DIRECT when the whole is a large run of user data in block-aligned pieces and
-    /// direct writes are on (see [`FileDevice::write_direct`]).
-    fn write_pieces(&self, blkaddr: u64, bufs: &[&[u8]], cause: IoCause) -> io::Result<()> {
         if self.read_only {
             return Err(io::Error::new(
                 io::ErrorKind::PermissionDenied,
@@ -454,7 +399,8 @@ impl FileDevice {
         let n = self.check_run(blkaddr, len)?;
         let at = blkaddr * BLOCK_SIZE as u64;
         let direct = self.direct.as_ref().filter(|_| {
-            cause == IoCause::UserData
+            may_direct
+                && cause == IoCause::UserData
                 && len >= DIRECT_MIN
                 && bufs
                     .iter()
@@ -468,28 +414,18 @@ impl FileDevice {
                 h.fill(file, at, len as u64);
             }
         }
-        let slices: Vec<io::IoSlice<'_>> = bufs.iter().map(|b| io::IoSlice::new(b)).collect();
-        match rustix::io::pwritev(file, &slices, at) {
-            Ok(done) if done == len => {}
-            // A short write (rare): the rest a piece at a time.
-            Ok(done) => {
-                let mut pos = 0usize;
-                for b in bufs {
-                    let (start, end) = (pos, pos + b.len());
-                    pos = end;
-                    if end <= done {
-                        continue;
-                    }
-                    let skip = done.saturating_sub(start);
-                    file.write_all_at(b.get(skip..).unwrap_or(&[]), at + (start + skip) as u64)?;
-                }
-            }
-            Err(e) if direct.is_some() && e == rustix::io::Errno::INVAL => {
-                // The host wants another alignment: buffered from now on, as write_direct.
+        match write_all_pieces(file, bufs, at) {
+            Ok(()) => {}
+            // The host wants another alignment (a device of larger logical blocks): buffered
+            // from now on.
+            Err(e)
+                if direct.is_some()
+                    && e.raw_os_error() == Some(rustix::io::Errno::INVAL.raw_os_error()) =>
+            {
                 self.direct_refused.store(true, Ordering::Relaxed);
-                return self.write_pieces(blkaddr, bufs, cause);
+                return self.write_pieces(blkaddr, bufs, cause, false);
             }
-            Err(e) => return Err(e.into()),
+            Err(e) => return Err(e),
         }
         if direct.is_some() {
             self.direct_done.fetch_add(1, Ordering::Relaxed);
@@ -537,6 +473,39 @@ pub(crate) fn run_blocks(
     Ok(n)
 }
 
+/// Writes `bufs` one after another at byte `at` of `file`: one `pwrite` for a single piece,
+/// else `pwritev`s until all is written (a short write goes on where it stopped).
+fn write_all_pieces(file: &File, bufs: &[&[u8]], at: u64) -> io::Result<()> {
+    if let [one] = bufs {
+        return file.write_all_at(one, at);
+    }
+    let len: usize = bufs.iter().map(|b| b.len()).sum();
+    let mut done = 0usize;
+    while done < len {
+        let mut skip = done;
+        let rest: Vec<io::IoSlice<'_>> = bufs
+            .iter()
+            .filter_map(|b| {
+                let piece = b.get(skip.min(b.len())..).filter(|p| !p.is_empty());
+                skip = skip.saturating_sub(b.len());
+                piece.map(io::IoSlice::new)
+            })
+            .collect();
+        match rustix::io::pwritev(file, &rest, at + done as u64) {
+            Ok(0) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::WriteZero,
+                    "failed to write whole buffer",
+                ))
+            }
+            Ok(k) => done += k,
+            Err(rustix::io::Errno::INTR) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(())
+}
+
 impl BlockDevice for FileDevice {
     fn block_count(&self) -> u64 {
         self.blocks
@@ -554,11 +523,11 @@ impl BlockDevice for FileDevice {
     }
 
     fn write_blocks(&self, blkaddr: u64, buf: &[u8], cause: IoCause) -> io::Result<()> {
-        self.write_at(blkaddr, buf, cause, true)
+        self.write_pieces(blkaddr, &[buf], cause, true)
     }
 
     fn write_blocks_buffered(&self, blkaddr: u64, buf: &[u8], cause: IoCause) -> io::Result<()> {
-        self.write_at(blkaddr, buf, cause, false)
+        self.write_pieces(blkaddr, &[buf], cause, false)
     }
 
     fn write_blocks_vectored(
@@ -567,11 +536,10 @@ impl BlockDevice for FileDevice {
         bufs: &[&[u8]],
         cause: IoCause,
     ) -> io::Result<()> {
-        match bufs {
-            [] => Ok(()),
-            [one] => self.write_blocks(blkaddr, one, cause),
-            _ => self.write_pieces(blkaddr, bufs, cause),
+        if bufs.is_empty() {
+            return Ok(());
         }
+        self.write_pieces(blkaddr, bufs, cause, true)
     }
 
     fn set_direct_writes(&self, on: bool) {
