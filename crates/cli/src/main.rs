@@ -10,6 +10,7 @@ mod mount;
 mod show;
 mod sparse;
 mod write;
+mod writeback;
 
 use clap::{CommandFactory, Parser, Subcommand};
 use std::io::Write;

@@ -136,13 +136,38 @@ pub fn umount(mountpoint: &Path) -> CliResult {
 
 pub fn sync(mountpoint: &Path) -> CliResult {
     // First what the kernel holds for the mount (the writeback cache's dirty pages and
-    // times), so that the checkpoint the daemon writes next covers every write made so far.
+    // times), so that the checkpoint the daemon writes next covers every write made so far:
+    // syncfs starts every write-back but does not wait for the data (`writeback`).
     let dir = std::fs::File::open(mountpoint)
         .map_err(|e| Failure::Msg(format!("{}: {e}", mountpoint.display())))?;
+    let dev = rustix::fs::fstat(&dir)
+        .map_err(|e| Failure::Msg(format!("{}: {e}", mountpoint.display())))?
+        .st_dev;
     rustix::fs::syncfs(&dir)
         .map_err(|e| Failure::Msg(format!("syncing {}: {e}", mountpoint.display())))?;
+    let waited = crate::writeback::wait_for_held_files(dev)
+        .map_err(|e| Failure::Msg(format!("syncing {}: {e}", mountpoint.display())))?;
+    tracing::debug!("{} files held open or mapped written back", waited.files);
+    if waited.unreadable > 0 && others_may_write(mountpoint) {
+        eprintln!(
+            "uf2fs sync: the open files of {} processes could not be looked at (another \
+             user's; run as root): what they wrote that the kernel still holds may miss \
+             this checkpoint",
+            waited.unreadable
+        );
+    }
     request(mountpoint, "sync").map_err(Failure::Msg)?;
     Ok(())
+}
+
+/// Whether users other than the one who mounted may use the mount (`allow_other`): only
+/// then can another user's processes hold its files.
+fn others_may_write(mountpoint: &Path) -> bool {
+    let Ok(at) = std::fs::canonicalize(mountpoint) else {
+        return true;
+    };
+    uf2fs_fuse::mount_info(&at)
+        .is_none_or(|m| m.super_options.split(',').any(|o| o == "allow_other"))
 }
 
 pub fn gc(target: &Path, sections: u32) -> CliResult {

@@ -184,45 +184,57 @@ fn times_the_kernel_keeps_are_the_ones_the_image_gets() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// `uf2fs sync` first has the kernel write back what it holds for the mount: writes to a file
+/// `uf2fs sync` first has the kernel write back what it holds for the mount: writes to files
 /// still open, never flushed nor fsync'd, survive a SIGKILL of the daemon right after it.
-/// And a file written, closed and unlinked (the kernel flushes its times after the daemon
-/// freed it) leaves no error behind for the next sync.
+/// `syncfs` alone starts those writes but does not wait for them; with many files and one
+/// request in the background at a time (`max_background=1`), some are still queued when it
+/// returns. And a file written, closed and unlinked (the kernel flushes its times after the
+/// daemon freed it) leaves no error behind for the next sync.
 #[test]
 fn uf2fs_sync_reaches_pages_nobody_flushed() {
+    const WRITERS: usize = 12;
     let dir = scratch("wb-sync");
     let img = dir.join("img");
     mkfs(&img, "128M");
     let mnt = dir.join("mnt");
-    let m = Mount::new(&bin(), &img, &mnt, &["cp_interval=0"]);
+    let m = Mount::new(&bin(), &img, &mnt, &["cp_interval=0", "max_background=1"]);
     let gone = mnt.join("gone");
     std::fs::write(&gone, vec![1u8; 1 << 20]).unwrap();
     std::fs::remove_file(&gone).unwrap();
-    // The writer is a shell whose standard output is the file: it writes with a builtin and
+    // Each writer is a shell whose standard output is its file: it writes with a builtin and
     // starts nothing that inherits the descriptor, because every close of a copy of it (a
     // redirection's dup, a child's exit, this process's own copy) makes the kernel write the
     // file back. It waits for a line on stdin until this process has let go of its copy.
     // Small enough that the kernel keeps it until asked.
     let mut rng = Rng::new(5);
-    let data: Vec<u8> = (0..20_000).map(|_| b'a' + rng.below(26) as u8).collect();
-    let open = mnt.join("open");
-    let mut writer = Command::new("sh")
-        .arg("-c")
-        .arg(r#"read go; printf '%s' "$1"; exec sleep 600"#)
-        .arg("sh")
-        .arg(std::str::from_utf8(&data).unwrap())
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::fs::File::create(&open).unwrap())
-        .spawn()
-        .unwrap();
-    writer.stdin.take().unwrap().write_all(b"go\n").unwrap();
+    let mut writers = Vec::new();
+    for w in 0..WRITERS {
+        let data: Vec<u8> = (0..20_000 + 4096 * w)
+            .map(|_| b'a' + rng.below(26) as u8)
+            .collect();
+        let path = mnt.join(format!("open{w}"));
+        let mut writer = Command::new("sh")
+            .arg("-c")
+            .arg(r#"read go; printf '%s' "$1"; exec sleep 600"#)
+            .arg("sh")
+            .arg(std::str::from_utf8(&data).unwrap())
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::fs::File::create(&path).unwrap())
+            .spawn()
+            .unwrap();
+        writer.stdin.take().unwrap().write_all(b"go\n").unwrap();
+        writers.push((writer, path, data));
+    }
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while std::fs::metadata(&open).unwrap().len() < data.len() as u64 {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the writer did not write"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(10));
+    for (_, path, data) in &writers {
+        while std::fs::metadata(path).unwrap().len() < data.len() as u64 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the writer of {} did not write",
+                path.display()
+            );
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
     }
     let before = status(&mnt)["io"]["written_blocks"]["data"]
         .as_u64()
@@ -235,18 +247,25 @@ fn uf2fs_sync_reaches_pages_nobody_flushed() {
         run(Command::new("kill").args(["-KILL", &pid.to_string()]));
         let _ = Command::new("fusermount3").arg("-uz").arg(d).status();
     });
-    let _ = writer.kill();
-    let _ = writer.wait();
     // Nothing reached the daemon before the sync asked for it (else this test proves
     // nothing about the sync).
+    let blocks: usize = writers.iter().map(|(_, _, d)| d.len().div_ceil(4096)).sum();
     assert!(
-        after > before,
-        "data blocks written: {before} before the sync, {after} after"
+        after >= before + blocks as u64,
+        "data blocks written: {before} before the sync, {after} after; the files have {blocks}"
     );
-    assert!(
-        cat(&img, "/open") == data,
-        "the open file's bytes after SIGKILL"
-    );
+    for (mut writer, path, data) in writers {
+        let _ = writer.kill();
+        let _ = writer.wait();
+        let name = format!("/{}", path.file_name().unwrap().to_str().unwrap());
+        let got = cat(&img, &name);
+        assert!(
+            got == data,
+            "{name} after SIGKILL: {} bytes, {} written",
+            got.len(),
+            data.len()
+        );
+    }
     assert_fsck_clean(&img);
     let _ = std::fs::remove_dir_all(&dir);
 }

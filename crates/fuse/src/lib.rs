@@ -546,19 +546,75 @@ fn bound_dirty_pages(mountpoint: &std::path::Path, user_bytes: u64) -> u64 {
 
 /// "major:minor" of the mount at `mountpoint` (the last one mounted there).
 fn mount_device(mountpoint: &std::path::Path) -> Option<String> {
+    mount_info(mountpoint).map(|m| m.device)
+}
+
+/// What /proc/self/mountinfo says of the newest mount at a path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MountInfo {
+    /// The mount's device number, `major:minor`.
+    pub device: String,
+    /// The file system's own options (`user_id=0,group_id=0,allow_other`, ...).
+    pub super_options: String,
+}
+
+/// The newest mount at `mountpoint` (given as the kernel spells it: absolute, no symlinks),
+/// read from /proc/self/mountinfo without touching the mount itself.
+pub fn mount_info(mountpoint: &std::path::Path) -> Option<MountInfo> {
     let want = mountpoint.to_str()?;
     let info = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
-    info.lines().rev().find_map(|l| {
-        let mut f = l.split(' ');
-        let dev = f.nth(2)?;
-        let _root = f.next()?;
-        let at = f.next()?;
-        // mountinfo escapes space, tab, newline and backslash as octal.
-        let at = at
-            .replace("\\040", " ")
-            .replace("\\011", "\t")
-            .replace("\\012", "\n")
-            .replace("\\134", "\\");
-        (at == want).then(|| dev.to_string())
+    info.lines()
+        .rev()
+        .find_map(|l| parse_mountinfo_line(l, want))
+}
+
+fn parse_mountinfo_line(line: &str, want: &str) -> Option<MountInfo> {
+    let mut f = line.split(' ');
+    let device = f.nth(2)?;
+    let _root = f.next()?;
+    let at = f.next()?;
+    // mountinfo escapes space, tab, newline and backslash as octal.
+    let at = at
+        .replace("\\040", " ")
+        .replace("\\011", "\t")
+        .replace("\\012", "\n")
+        .replace("\\134", "\\");
+    if at != want {
+        return None;
+    }
+    // Optional fields end at a lone "-"; then the type, the source and the options.
+    let mut rest = f.skip_while(|x| *x != "-").skip(1);
+    let _fstype = rest.next()?;
+    let _source = rest.next()?;
+    let super_options = rest.next().unwrap_or("").to_string();
+    Some(MountInfo {
+        device: device.to_string(),
+        super_options,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mountinfo_lines_give_the_device_and_the_file_system_options() {
+        let line =
+            "612 29 0:88 / /tmp/a\\040b rw,nosuid,relatime shared:310 master:4 - fuse.uf2fs \
+                    /img rw,user_id=0,group_id=0,default_permissions,allow_other";
+        assert_eq!(
+            parse_mountinfo_line(line, "/tmp/a b"),
+            Some(MountInfo {
+                device: "0:88".into(),
+                super_options: "rw,user_id=0,group_id=0,default_permissions,allow_other".into(),
+            })
+        );
+        assert_eq!(parse_mountinfo_line(line, "/tmp/a"), None);
+        let no_optional = "36 35 98:0 / /mnt rw - ext4 /dev/vda rw";
+        assert_eq!(
+            parse_mountinfo_line(no_optional, "/mnt").map(|m| m.super_options),
+            Some("rw".into())
+        );
+        assert_eq!(parse_mountinfo_line("36 35", "/mnt"), None);
+    }
 }
