@@ -347,6 +347,15 @@ fn print_status(out: &mut impl Write, v: &Value) -> std::io::Result<()> {
             n("/write_stops/writers_stopped")
         )?;
     }
+    if v.pointer("/listing_readahead/on") == Some(&Value::Bool(true)) {
+        writeln!(
+            out,
+            "read-ahead:   {} directories and {} inodes read ahead of tree walks; {} listings not followed (busy)",
+            n("/listing_readahead/directories"),
+            n("/listing_readahead/inodes"),
+            n("/listing_readahead/dropped")
+        )?;
+    }
     if v.pointer("/dentry_cache/kept").is_some() {
         writeln!(
             out,

@@ -1197,6 +1197,84 @@ fn a_listing_with_attributes_reads_its_entries_inodes_together() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A tree walk (each directory listed with attributes, its subdirectories in the order it
+/// gave them) has the next directories' entries and inodes read ahead while it lists one
+/// (`listing_readahead`): the guesses follow the walk, and what it lists is what is there,
+/// with read-ahead and without, before `rm -rf` removes it all and leaves a clean image.
+#[test]
+fn a_tree_walk_is_read_ahead_and_lists_what_is_there() {
+    const DIRS: usize = 12;
+    const FILES: usize = 40;
+    let dir = scratch("mount-walk-ahead");
+    let img = dir.join("img");
+    mkfs(&img, "256M");
+    let mnt = dir.join("mnt");
+    let m = Mount::new(&bin(), &img, &mnt, &[]);
+    for d in 0..DIRS {
+        let sub = mnt.join(format!("tree/d{d:02}"));
+        std::fs::create_dir_all(sub.join("inner")).unwrap();
+        for f in 0..FILES {
+            std::fs::write(sub.join(format!("f{f:03}")), vec![b'w'; d * 100 + f + 1]).unwrap();
+        }
+    }
+    m.umount();
+    // Depth first, in listing order, as find and rm -rf go.
+    fn walk(d: &Path, out: &mut Vec<(String, u64)>) {
+        let mut subdirs = Vec::new();
+        for e in std::fs::read_dir(d).unwrap() {
+            let e = e.unwrap();
+            let meta = e.metadata().unwrap();
+            let name = e.path().display().to_string();
+            out.push((name, if meta.is_dir() { 0 } else { meta.len() }));
+            if meta.is_dir() {
+                subdirs.push(e.path());
+            }
+        }
+        for s in subdirs {
+            walk(&s, out);
+        }
+    }
+    let mut want: Vec<(String, u64)> = Vec::new();
+    for d in 0..DIRS {
+        let sub = mnt.join(format!("tree/d{d:02}"));
+        want.push((sub.display().to_string(), 0));
+        want.push((sub.join("inner").display().to_string(), 0));
+        for f in 0..FILES {
+            let name = sub.join(format!("f{f:03}")).display().to_string();
+            want.push((name, (d * 100 + f + 1) as u64));
+        }
+    }
+    want.sort();
+    for opts in [&["listing_readahead=off"][..], &[][..]] {
+        let m = Mount::new(&bin(), &img, &mnt, opts);
+        let mut seen = Vec::new();
+        walk(&mnt.join("tree"), &mut seen);
+        seen.sort();
+        assert_eq!(seen, want, "the walk with {opts:?}");
+        let st = status(&mnt);
+        let n = |k: &str| {
+            st.pointer(&format!("/listing_readahead/{k}"))
+                .and_then(|v| v.as_u64())
+        };
+        if opts.is_empty() {
+            // Every directory but the first is guessed before the walk lists it: the inner
+            // ones and the next sibling of each.
+            assert!(
+                n("directories").unwrap() >= (2 * DIRS - 2) as u64,
+                "read ahead: {}",
+                st["listing_readahead"]
+            );
+            assert!(n("inodes").unwrap() >= ((DIRS - 1) * FILES) as u64);
+            std::fs::remove_dir_all(mnt.join("tree")).unwrap();
+        } else {
+            assert_eq!(n("directories"), Some(0), "{}", st["listing_readahead"]);
+        }
+        m.umount();
+    }
+    fsck_both(&img);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// Listings with attributes while another thread removes most of the directory (its dentry
 /// blocks emptied and punched as it goes): each one holds every entry that stays, with its
 /// size, and never a name twice. (A reply whose entries all went between the listing and

@@ -7,6 +7,7 @@
 //! from the mount point, so the client finds it from the mount point alone.
 
 mod acl;
+mod ahead;
 mod control;
 mod ops;
 pub mod options;
@@ -52,6 +53,8 @@ pub struct MountStatus {
     /// Free space kept back from writers for the kernel's dirty pages (with the writeback
     /// cache), and the files whose writer was told ENOSPC or a failed writeback.
     pub write_stops: WriteStops,
+    /// What the tree-walk read-ahead read (`listing_readahead`).
+    pub listing_readahead: ListingReadahead,
     /// The daemon's memory against its bound.
     pub memory: Memory,
     pub log: Log,
@@ -79,6 +82,16 @@ pub struct WriteStops {
     /// Files whose writer was (or is to be) told ENOSPC, or a failed writeback, at its next
     /// write(2), since mount.
     pub writers_stopped: u64,
+}
+
+/// Directories whose entries and inodes were read ahead of a tree walk, since mount.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ListingReadahead {
+    pub on: bool,
+    pub directories: u64,
+    pub inodes: u64,
+    /// Listings that found the read-ahead thread busy and were not followed.
+    pub dropped: u64,
 }
 
 /// The daemon's memory: the bound (`cache_size`) and how it is split, and what is resident.
@@ -272,6 +285,7 @@ pub fn serve(
     let notifier_slot = volume.notifier_slot();
     let margin_slot = volume.cache_margin_slot();
     let stopped = volume.writers_stopped_counter();
+    let ahead = volume.ahead_stats();
     let session = Session::new(volume, &mountpoint, &config).map_err(|e| {
         let _ = std::fs::remove_file(&paths.socket);
         format!("mounting on {}: {e}", mountpoint.display())
@@ -320,6 +334,15 @@ pub fn serve(
                     kept_back_bytes: margin.load(std::sync::atomic::Ordering::Relaxed)
                         * uf2fs_engine::uf2fs_device::BLOCK_SIZE as u64,
                     writers_stopped: stopped.load(std::sync::atomic::Ordering::Relaxed),
+                },
+                listing_readahead: {
+                    use std::sync::atomic::Ordering::Relaxed;
+                    ListingReadahead {
+                        on: opts.listing_readahead,
+                        directories: ahead.directories.load(Relaxed),
+                        inodes: ahead.inodes.load(Relaxed),
+                        dropped: ahead.dropped.load(Relaxed),
+                    }
                 },
                 memory: Memory::now(opts.cache_bytes, serving, opts.engine_cache_bytes(serving)),
                 log: log.clone(),

@@ -98,11 +98,15 @@ pub struct Volume {
     /// Files marked to tell their writer an error at its next write(2) (`mark_writer`),
     /// since mount.
     writers_stopped: Arc<AtomicU64>,
+    /// Reads ahead of a tree walk (`listing_readahead`).
+    ahead: crate::ahead::ListingAhead,
 }
 
 impl Volume {
     pub fn new(fs: Arc<Fs>, opts: MountOptions) -> Volume {
+        let ahead = crate::ahead::ListingAhead::start(&fs, opts.listing_readahead);
         Volume {
+            ahead,
             fs,
             opts,
             next_handle: AtomicU64::new(2),
@@ -115,6 +119,11 @@ impl Volume {
             cache_margin: Arc::new(AtomicU64::new(0)),
             writers_stopped: Arc::new(AtomicU64::new(0)),
         }
+    }
+
+    /// What the tree-walk read-ahead did, since mount.
+    pub fn ahead_stats(&self) -> Arc<crate::ahead::AheadStats> {
+        self.ahead.stats()
     }
 
     /// Files marked to tell their writer an error at its next write(2), since mount.
@@ -1203,6 +1212,9 @@ impl Filesystem for Volume {
         // directory's new inodes side by side: one device read instead of one per entry),
         // then the reply. An entry takes 152 bytes and its name rounded up to 8; what is
         // listed but does not fit after all is listed again by the next request.
+        if offset == 0 {
+            self.ahead.listed(self.nid(ino));
+        }
         let mut offset = offset;
         loop {
             let mut room = reply.room();

@@ -72,6 +72,9 @@ pub struct MountOptions {
     /// they follow each other (`write_behind=on|off`; default on; at most a sixteenth of
     /// `cache_size`).
     pub write_behind: bool,
+    /// While a directory is listed, a thread reads the entries and inodes of the directories
+    /// a tree walk lists next (`listing_readahead=on|off`; default on).
+    pub listing_readahead: bool,
     pub checkpoint_merge: bool,
     /// Changed dentry blocks stay in memory until the next checkpoint
     /// (`dentry_cache`/`nodentry_cache`; default on).
@@ -145,6 +148,7 @@ impl Default for MountOptions {
             gc_pace: true,
             direct_writes: true,
             write_behind: true,
+            listing_readahead: true,
             checkpoint_merge: true,
             dentry_cache: true,
             mode: AllocMode::Adaptive,
@@ -342,6 +346,13 @@ impl MountOptions {
                     _ => return bad_value(v, "on, off"),
                 }
             }
+            ("listing_readahead", Some(v)) => {
+                self.listing_readahead = match v {
+                    "on" => true,
+                    "off" => false,
+                    _ => return bad_value(v, "on, off"),
+                }
+            }
             ("gc_window", Some(v)) => {
                 self.gc_window = match v.parse::<u32>() {
                     Ok(n) => n,
@@ -494,6 +505,7 @@ impl MountOptions {
                 | "gc_pace"
                 | "direct_writes"
                 | "write_behind"
+                | "listing_readahead"
                 | "ipu"
                 | "data_temp"
                 | "cp_interval"
@@ -710,6 +722,17 @@ mod tests {
         for bad in ["write_behind=yes", "write_behind"] {
             assert!(MountOptions::parse(&[bad]).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn listing_readahead_is_on_unless_turned_off() {
+        assert!(MountOptions::parse::<&str>(&[]).unwrap().listing_readahead);
+        assert!(
+            !MountOptions::parse(&["listing_readahead=off"])
+                .unwrap()
+                .listing_readahead
+        );
+        assert!(MountOptions::parse(&["listing_readahead=1"]).is_err());
     }
 
     #[test]

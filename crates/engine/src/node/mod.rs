@@ -24,6 +24,11 @@ pub(crate) struct Nodes {
     /// Moves (under the `cache` lock) whenever a node changes, so that a reader that fetched
     /// a block from the device before the change does not cache it after.
     epoch: std::sync::atomic::AtomicU64,
+    /// The last [`CHANGE_LOG`] moves of the epoch and the node each was for (under the
+    /// `cache` lock): a reader whose fetch a change overtook keeps what it read of the other
+    /// nodes. Before, any change dropped everything read meanwhile, and a read-ahead racing
+    /// `rm -rf`'s unlinks kept nothing.
+    changes: Mutex<std::collections::VecDeque<(u64, u32)>>,
     /// Changed nodes and the log each goes to, written at the next checkpoint.
     dirty: Mutex<Dirty>,
     /// Dirty nodes that only the cleaner changed (a node it moved, or a direct node whose
@@ -76,6 +81,7 @@ impl Nodes {
             cache: Mutex::new(HashMap::new()),
             cache_cap: crate::cache::CacheCaps::default_caps().nodes,
             epoch: std::sync::atomic::AtomicU64::new(0),
+            changes: Mutex::new(std::collections::VecDeque::new()),
             dirty: Mutex::new(Dirty::default()),
             gc_only: Mutex::new(std::collections::HashSet::new()),
         }
@@ -149,7 +155,44 @@ impl Nodes {
                     c.remove(&nid);
                 }
             }
-            self.epoch.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+            let now = self.epoch.fetch_add(1, std::sync::atomic::Ordering::AcqRel) + 1;
+            if let Ok(mut log) = self.changes.lock() {
+                if log.len() >= CHANGE_LOG {
+                    log.pop_front();
+                }
+                log.push_back((now, nid));
+            }
+        }
+    }
+
+    /// Caches blocks a reader fetched from the device since `epoch` (the caller holds the
+    /// `cache` lock): each unless its node changed since, when the reader's copy may be older
+    /// than the change; none when the log of changes no longer reaches back to `epoch`.
+    fn keep_read(
+        &self,
+        c: &mut HashMap<u32, Arc<Block>>,
+        epoch: u64,
+        got: impl IntoIterator<Item = (u32, Arc<Block>)>,
+    ) {
+        let now = self.epoch.load(std::sync::atomic::Ordering::Acquire);
+        let changed: std::collections::HashSet<u32> = if now == epoch {
+            std::collections::HashSet::new()
+        } else {
+            let Ok(log) = self.changes.lock() else { return };
+            // The log must hold every move after `epoch`: the first one is `epoch + 1`.
+            if log.front().is_none_or(|&(e, _)| e > epoch + 1) {
+                return;
+            }
+            log.iter()
+                .rev()
+                .take_while(|&&(e, _)| e > epoch)
+                .map(|&(_, nid)| nid)
+                .collect()
+        };
+        for (nid, b) in got {
+            if !changed.contains(&nid) {
+                crate::cache::insert_bounded(c, self.cache_cap, nid, b);
+            }
         }
     }
 
@@ -290,9 +333,7 @@ impl Nodes {
         owned(&b, blkaddr)?;
         let b = Arc::new(b);
         if let Ok(mut c) = self.cache.lock() {
-            if self.epoch.load(std::sync::atomic::Ordering::Acquire) == epoch {
-                crate::cache::insert_bounded(&mut c, self.cache_cap, nid, b.clone());
-            }
+            self.keep_read(&mut c, epoch, [(nid, b.clone())]);
         }
         Ok((b, None))
     }
@@ -328,11 +369,7 @@ impl Nodes {
         let mut got = Vec::with_capacity(want.len());
         PREFETCH_BUF.with_borrow_mut(|buf| read_runs(dev, &want, buf, &mut got));
         if let Ok(mut c) = self.cache.lock() {
-            if self.epoch.load(Acquire) == epoch {
-                for (nid, b) in got {
-                    crate::cache::insert_bounded(&mut c, self.cache_cap, nid, b);
-                }
-            }
+            self.keep_read(&mut c, epoch, got);
         }
     }
 
@@ -382,9 +419,7 @@ impl Nodes {
                 let b = Arc::new(b);
                 check_footer(&b, nid, blkaddr, expect)?;
                 if let Ok(mut c) = self.cache.lock() {
-                    if self.epoch.load(std::sync::atomic::Ordering::Acquire) == epoch {
-                        crate::cache::insert_bounded(&mut c, self.cache_cap, nid, b.clone());
-                    }
+                    self.keep_read(&mut c, epoch, [(nid, b.clone())]);
                 }
                 return Ok(b);
             }
@@ -407,6 +442,9 @@ pub const PREFETCH_BUFFER_BYTES: u64 = PREFETCH_RUN as u64 * uf2fs_format::BLOCK
 
 /// A gap between two wanted blocks that one prefetch read goes through, in blocks.
 pub(crate) const PREFETCH_GAP: u32 = 8;
+
+/// Changes of nodes remembered for readers racing them (16 bytes each).
+const CHANGE_LOG: usize = 4096;
 /// The most blocks one prefetch read takes (256 KiB).
 const PREFETCH_RUN: u32 = 64;
 
@@ -524,5 +562,69 @@ pub(crate) fn node_log(is_dir: bool, is_dnode: bool) -> Log {
         (false, _) => Log::ColdNode,
         (true, true) => Log::HotNode,
         (true, false) => Log::WarmNode,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn block(mark: u8) -> Arc<Block> {
+        Arc::new([mark; uf2fs_format::BLOCK_SIZE])
+    }
+
+    fn cached_mark(n: &Nodes, nid: u32) -> Option<u8> {
+        n.cache.lock().unwrap().get(&nid).map(|b| b[0])
+    }
+
+    /// A read overtaken by a change keeps the nodes that did not change and never caches
+    /// its older copy of the one that did.
+    #[test]
+    fn a_read_overtaken_by_a_change_keeps_only_the_unchanged_nodes() {
+        let n = Nodes::new();
+        let epoch = n.epoch.load(std::sync::atomic::Ordering::Acquire);
+        n.cached(5, Some(block(2)));
+        let mut c = n.cache.lock().unwrap();
+        n.keep_read(&mut c, epoch, [(5, block(1)), (6, block(1))]);
+        drop(c);
+        assert_eq!(
+            cached_mark(&n, 5),
+            Some(2),
+            "the older copy replaced the change"
+        );
+        assert_eq!(
+            cached_mark(&n, 6),
+            Some(1),
+            "the unchanged node was dropped"
+        );
+        // A node removed since the read began stays removed.
+        let epoch = n.epoch.load(std::sync::atomic::Ordering::Acquire);
+        n.cached(6, None);
+        let mut c = n.cache.lock().unwrap();
+        n.keep_read(&mut c, epoch, [(6, block(1))]);
+        drop(c);
+        assert_eq!(cached_mark(&n, 6), None);
+    }
+
+    /// When more changes came than the log holds, nothing the read fetched is kept.
+    #[test]
+    fn a_read_older_than_the_change_log_keeps_nothing() {
+        let n = Nodes::new();
+        let epoch = n.epoch.load(std::sync::atomic::Ordering::Acquire);
+        for _ in 0..CHANGE_LOG {
+            n.cached(100, Some(block(3)));
+        }
+        let mut c = n.cache.lock().unwrap();
+        n.keep_read(&mut c, epoch, [(7, block(1))]);
+        drop(c);
+        assert_eq!(cached_mark(&n, 7), Some(1), "the log still reaches back");
+        let epoch = n.epoch.load(std::sync::atomic::Ordering::Acquire);
+        for _ in 0..=CHANGE_LOG {
+            n.cached(100, Some(block(3)));
+        }
+        let mut c = n.cache.lock().unwrap();
+        n.keep_read(&mut c, epoch, [(8, block(1))]);
+        drop(c);
+        assert_eq!(cached_mark(&n, 8), None);
     }
 }
