@@ -145,10 +145,29 @@ pub fn sync(mountpoint: &Path) -> CliResult {
         .st_dev;
     rustix::fs::syncfs(&dir)
         .map_err(|e| Failure::Msg(format!("syncing {}: {e}", mountpoint.display())))?;
-    let waited = crate::writeback::wait_for_held_files(dev)
+    // The mount the directory is on, by the ID the kernel gives its descriptor (whatever
+    // path named it), and every mount of the same file system (bind mounts).
+    let info = crate::writeback::fd_mount(Path::new(&format!(
+        "/proc/self/fdinfo/{}",
+        std::os::fd::AsRawFd::as_raw_fd(&dir)
+    )))
+    .and_then(uf2fs_fuse::mount_info_by_id)
+    .ok_or_else(|| {
+        Failure::Msg(format!(
+            "syncing {}: its mount is not in /proc/self/mountinfo, so the files open on it \
+             cannot be found",
+            mountpoint.display()
+        ))
+    })?;
+    let target = crate::writeback::Target {
+        dev,
+        mount_ids: uf2fs_fuse::mount_ids_of(&info.device),
+    };
+    let waited = crate::writeback::wait_for_held_files(&target)
         .map_err(|e| Failure::Msg(format!("syncing {}: {e}", mountpoint.display())))?;
     tracing::debug!("{} files held open or mapped written back", waited.files);
-    if waited.unreadable > 0 && others_may_write(mountpoint) {
+    let others_may_write = info.super_options.split(',').any(|o| o == "allow_other");
+    if waited.unreadable > 0 && others_may_write {
         eprintln!(
             "uf2fs sync: the open files of {} processes could not be looked at (another \
              user's; run as root): what they wrote that the kernel still holds may miss \
@@ -158,16 +177,6 @@ pub fn sync(mountpoint: &Path) -> CliResult {
     }
     request(mountpoint, "sync").map_err(Failure::Msg)?;
     Ok(())
-}
-
-/// Whether users other than the one who mounted may use the mount (`allow_other`): only
-/// then can another user's processes hold its files.
-fn others_may_write(mountpoint: &Path) -> bool {
-    let Ok(at) = std::fs::canonicalize(mountpoint) else {
-        return true;
-    };
-    uf2fs_fuse::mount_info(&at)
-        .is_none_or(|m| m.super_options.split(',').any(|o| o == "allow_other"))
 }
 
 pub fn gc(target: &Path, sections: u32) -> CliResult {

@@ -575,6 +575,8 @@ fn mount_device(mountpoint: &std::path::Path) -> Option<String> {
 /// What /proc/self/mountinfo says of the newest mount at a path.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MountInfo {
+    /// The mount's ID (`mnt_id` in /proc/PID/fdinfo names it too).
+    pub id: u64,
     /// The mount's device number, `major:minor`.
     pub device: String,
     /// The file system's own options (`user_id=0,group_id=0,allow_other`, ...).
@@ -588,12 +590,23 @@ pub fn mount_info(mountpoint: &std::path::Path) -> Option<MountInfo> {
     let info = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
     info.lines()
         .rev()
-        .find_map(|l| parse_mountinfo_line(l, want))
+        .filter_map(parse_mountinfo_line)
+        .find_map(|(m, at)| (at == want).then_some(m))
 }
 
-fn parse_mountinfo_line(line: &str, want: &str) -> Option<MountInfo> {
+/// The mount whose ID is `id` (as /proc/PID/fdinfo gives a descriptor's mount).
+pub fn mount_info_by_id(id: u64) -> Option<MountInfo> {
+    let info = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    info.lines()
+        .filter_map(parse_mountinfo_line)
+        .find_map(|(m, _)| (m.id == id).then_some(m))
+}
+
+/// One line of mountinfo: the mount, and where it is mounted.
+fn parse_mountinfo_line(line: &str) -> Option<(MountInfo, String)> {
     let mut f = line.split(' ');
-    let device = f.nth(2)?;
+    let id = f.next()?.parse().ok()?;
+    let device = f.nth(1)?;
     let _root = f.next()?;
     let at = f.next()?;
     // mountinfo escapes space, tab, newline and backslash as octal.
@@ -602,18 +615,31 @@ fn parse_mountinfo_line(line: &str, want: &str) -> Option<MountInfo> {
         .replace("\\011", "\t")
         .replace("\\012", "\n")
         .replace("\\134", "\\");
-    if at != want {
-        return None;
-    }
     // Optional fields end at a lone "-"; then the type, the source and the options.
     let mut rest = f.skip_while(|x| *x != "-").skip(1);
     let _fstype = rest.next()?;
     let _source = rest.next()?;
     let super_options = rest.next().unwrap_or("").to_string();
-    Some(MountInfo {
-        device: device.to_string(),
-        super_options,
-    })
+    Some((
+        MountInfo {
+            id,
+            device: device.to_string(),
+            super_options,
+        },
+        at,
+    ))
+}
+
+/// The IDs of every mount of device `device` (`major:minor`): a mount and its bind mounts.
+pub fn mount_ids_of(device: &str) -> Vec<u64> {
+    let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    info.lines()
+        .filter_map(|l| {
+            let mut f = l.split(' ');
+            let id = f.next()?.parse().ok()?;
+            (f.nth(1)? == device).then_some(id)
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -626,18 +652,25 @@ mod tests {
             "612 29 0:88 / /tmp/a\\040b rw,nosuid,relatime shared:310 master:4 - fuse.uf2fs \
                     /img rw,user_id=0,group_id=0,default_permissions,allow_other";
         assert_eq!(
-            parse_mountinfo_line(line, "/tmp/a b"),
-            Some(MountInfo {
-                device: "0:88".into(),
-                super_options: "rw,user_id=0,group_id=0,default_permissions,allow_other".into(),
-            })
+            parse_mountinfo_line(line),
+            Some((
+                MountInfo {
+                    id: 612,
+                    device: "0:88".into(),
+                    super_options: "rw,user_id=0,group_id=0,default_permissions,allow_other".into(),
+                },
+                "/tmp/a b".into()
+            ))
         );
-        assert_eq!(parse_mountinfo_line(line, "/tmp/a"), None);
         let no_optional = "36 35 98:0 / /mnt rw - ext4 /dev/vda rw";
         assert_eq!(
-            parse_mountinfo_line(no_optional, "/mnt").map(|m| m.super_options),
-            Some("rw".into())
+            parse_mountinfo_line(no_optional).map(|(m, at)| (m.super_options, at)),
+            Some(("rw".into(), "/mnt".into()))
         );
-        assert_eq!(parse_mountinfo_line("36 35", "/mnt"), None);
+        assert_eq!(parse_mountinfo_line("36 35"), None);
+        assert_eq!(
+            parse_mountinfo_line("x 35 98:0 / /mnt rw - ext4 /dev/vda rw"),
+            None
+        );
     }
 }
