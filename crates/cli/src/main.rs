@@ -110,7 +110,8 @@ enum Cmd {
     },
     /// Unmount a uf2fs mount and wait for its final checkpoint.
     Umount { mountpoint: PathBuf },
-    /// Write a checkpoint of a live mount now.
+    /// Write back what the kernel holds for a live mount (syncfs, then an fdatasync of each
+    /// of its files a process holds open or mapped, found in /proc), then write a checkpoint.
     Sync { mountpoint: PathBuf },
     /// Clean sections now (the cleaner's victims, by the mount's policy), then write a
     /// checkpoint so that they are free: through the daemon of a mount, or on an image.
