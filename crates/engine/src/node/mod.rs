@@ -18,23 +18,28 @@ use uf2fs_format::node::Footer;
 use uf2fs_format::{Block, CorruptKind};
 
 pub(crate) struct Nodes {
-    cache: Mutex<HashMap<u32, Arc<Block>>>,
+    cache: Mutex<Cache>,
     /// Clean node blocks kept in memory at most (`Options::cache_bytes`).
     cache_cap: usize,
     /// Moves (under the `cache` lock) whenever a node changes, so that a reader that fetched
     /// a block from the device before the change does not cache it after.
     epoch: std::sync::atomic::AtomicU64,
-    /// The last [`CHANGE_LOG`] moves of the epoch and the node each was for (under the
-    /// `cache` lock): a reader whose fetch a change overtook keeps what it read of the other
-    /// nodes. Before, any change dropped everything read meanwhile, and a read-ahead racing
-    /// `rm -rf`'s unlinks kept nothing.
-    changes: Mutex<std::collections::VecDeque<(u64, u32)>>,
     /// Changed nodes and the log each goes to, written at the next checkpoint.
     dirty: Mutex<Dirty>,
     /// Dirty nodes that only the cleaner changed (a node it moved, or a direct node whose
     /// data it moved). An fsync need not write them: the blocks the last checkpoint's copy
     /// points at stay on the device until the next checkpoint, which writes these.
     gc_only: Mutex<std::collections::HashSet<u32>>,
+}
+
+/// The clean node blocks, and the last [`CHANGE_LOG`] moves of the epoch with the node each
+/// was for: a reader whose fetch a change overtook keeps what it read of the other nodes.
+/// (Until stop 44 any change dropped everything read meanwhile, and a read-ahead racing
+/// `rm -rf`'s unlinks kept nothing.)
+#[derive(Default)]
+struct Cache {
+    blocks: HashMap<u32, Arc<Block>>,
+    changes: std::collections::VecDeque<(u64, u32)>,
 }
 
 /// The dirty nodes by nid, and how many go to each node log (hot, warm, cold).
@@ -78,10 +83,9 @@ pub(crate) struct Expect {
 impl Nodes {
     pub fn new() -> Nodes {
         Nodes {
-            cache: Mutex::new(HashMap::new()),
+            cache: Mutex::new(Cache::default()),
             cache_cap: crate::cache::CacheCaps::default_caps().nodes,
             epoch: std::sync::atomic::AtomicU64::new(0),
-            changes: Mutex::new(std::collections::VecDeque::new()),
             dirty: Mutex::new(Dirty::default()),
             gc_only: Mutex::new(std::collections::HashSet::new()),
         }
@@ -150,40 +154,34 @@ impl Nodes {
     fn cached(&self, nid: u32, b: Option<Arc<Block>>) {
         if let Ok(mut c) = self.cache.lock() {
             match b {
-                Some(b) => crate::cache::insert_bounded(&mut c, self.cache_cap, nid, b),
+                Some(b) => crate::cache::insert_bounded(&mut c.blocks, self.cache_cap, nid, b),
                 None => {
-                    c.remove(&nid);
+                    c.blocks.remove(&nid);
                 }
             }
             let now = self.epoch.fetch_add(1, std::sync::atomic::Ordering::AcqRel) + 1;
-            if let Ok(mut log) = self.changes.lock() {
-                if log.len() >= CHANGE_LOG {
-                    log.pop_front();
-                }
-                log.push_back((now, nid));
+            if c.changes.len() >= CHANGE_LOG {
+                c.changes.pop_front();
             }
+            c.changes.push_back((now, nid));
         }
     }
 
-    /// Caches blocks a reader fetched from the device since `epoch` (the caller holds the
-    /// `cache` lock): each unless its node changed since, when the reader's copy may be older
-    /// than the change; none when the log of changes no longer reaches back to `epoch`.
-    fn keep_read(
-        &self,
-        c: &mut HashMap<u32, Arc<Block>>,
-        epoch: u64,
-        got: impl IntoIterator<Item = (u32, Arc<Block>)>,
-    ) {
+    /// Caches blocks a reader fetched from the device since `epoch`: each unless its node
+    /// changed since, when the reader's copy may be older than the change; none when the log
+    /// of changes no longer reaches back to `epoch`.
+    fn keep_read(&self, epoch: u64, got: impl IntoIterator<Item = (u32, Arc<Block>)>) {
+        let Ok(mut c) = self.cache.lock() else { return };
         let now = self.epoch.load(std::sync::atomic::Ordering::Acquire);
         let changed: std::collections::HashSet<u32> = if now == epoch {
             std::collections::HashSet::new()
         } else {
-            let Ok(log) = self.changes.lock() else { return };
             // The log must hold every move after `epoch`: the first one is `epoch + 1`.
-            if log.front().is_none_or(|&(e, _)| e > epoch + 1) {
+            if c.changes.front().is_none_or(|&(e, _)| e > epoch + 1) {
                 return;
             }
-            log.iter()
+            c.changes
+                .iter()
                 .rev()
                 .take_while(|&&(e, _)| e > epoch)
                 .map(|&(_, nid)| nid)
@@ -191,7 +189,7 @@ impl Nodes {
         };
         for (nid, b) in got {
             if !changed.contains(&nid) {
-                crate::cache::insert_bounded(c, self.cache_cap, nid, b);
+                crate::cache::insert_bounded(&mut c.blocks, self.cache_cap, nid, b);
             }
         }
     }
@@ -219,7 +217,7 @@ impl Nodes {
             if Arc::ptr_eq(cur, unsealed) {
                 *cur = sealed.clone();
                 if let Ok(mut c) = self.cache.lock() {
-                    if let Some(slot) = c.get_mut(&nid) {
+                    if let Some(slot) = c.blocks.get_mut(&nid) {
                         *slot = sealed.clone();
                     }
                 }
@@ -325,16 +323,19 @@ impl Nodes {
             Ok(())
         };
         let epoch = self.epoch.load(std::sync::atomic::Ordering::Acquire);
-        if let Some(b) = self.cache.lock().ok().and_then(|c| c.get(&nid).cloned()) {
+        if let Some(b) = self
+            .cache
+            .lock()
+            .ok()
+            .and_then(|c| c.blocks.get(&nid).cloned())
+        {
             owned(&b, 0)?;
             return Ok((b, None));
         }
         let (b, blkaddr) = fetch(dev, nat, nid, ino)?;
         owned(&b, blkaddr)?;
         let b = Arc::new(b);
-        if let Ok(mut c) = self.cache.lock() {
-            self.keep_read(&mut c, epoch, [(nid, b.clone())]);
-        }
+        self.keep_read(epoch, [(nid, b.clone())]);
         Ok((b, None))
     }
 
@@ -368,9 +369,7 @@ impl Nodes {
         }
         let mut got = Vec::with_capacity(want.len());
         PREFETCH_BUF.with_borrow_mut(|buf| read_runs(dev, &want, buf, &mut got));
-        if let Ok(mut c) = self.cache.lock() {
-            self.keep_read(&mut c, epoch, got);
-        }
+        self.keep_read(epoch, got);
     }
 
     /// (address, nid) of the inodes of `nids` neither dirty nor cached, by address: those
@@ -382,7 +381,7 @@ impl Nodes {
             };
             nids.iter()
                 .copied()
-                .filter(|n| !d.map.contains_key(n) && !c.contains_key(n))
+                .filter(|n| !d.map.contains_key(n) && !c.blocks.contains_key(n))
                 .collect()
         };
         let mut want: Vec<(u32, u32)> = missing
@@ -411,16 +410,19 @@ impl Nodes {
             .lock()
             .ok()
             .and_then(|d| d.map.get(&nid).map(|(b, _)| b.clone()));
-        let cached = dirty.or_else(|| self.cache.lock().ok().and_then(|c| c.get(&nid).cloned()));
+        let cached = dirty.or_else(|| {
+            self.cache
+                .lock()
+                .ok()
+                .and_then(|c| c.blocks.get(&nid).cloned())
+        });
         let block = match cached {
             Some(b) => b,
             None => {
                 let (b, blkaddr) = fetch(dev, nat, nid, expect.ino)?;
                 let b = Arc::new(b);
                 check_footer(&b, nid, blkaddr, expect)?;
-                if let Ok(mut c) = self.cache.lock() {
-                    self.keep_read(&mut c, epoch, [(nid, b.clone())]);
-                }
+                self.keep_read(epoch, [(nid, b.clone())]);
                 return Ok(b);
             }
         };
@@ -442,11 +444,11 @@ pub const PREFETCH_BUFFER_BYTES: u64 = PREFETCH_RUN as u64 * uf2fs_format::BLOCK
 
 /// A gap between two wanted blocks that one prefetch read goes through, in blocks.
 pub(crate) const PREFETCH_GAP: u32 = 8;
+/// The most blocks one prefetch read takes (256 KiB).
+const PREFETCH_RUN: u32 = 64;
 
 /// Changes of nodes remembered for readers racing them (16 bytes each).
 const CHANGE_LOG: usize = 4096;
-/// The most blocks one prefetch read takes (256 KiB).
-const PREFETCH_RUN: u32 = 64;
 
 /// Reads `want`'s runs into `buf` (kept by the thread) and adds the blocks whose footer
 /// checks to `got`.
@@ -574,7 +576,7 @@ mod tests {
     }
 
     fn cached_mark(n: &Nodes, nid: u32) -> Option<u8> {
-        n.cache.lock().unwrap().get(&nid).map(|b| b[0])
+        n.cache.lock().unwrap().blocks.get(&nid).map(|b| b[0])
     }
 
     /// A read overtaken by a change keeps the nodes that did not change and never caches
@@ -584,9 +586,7 @@ mod tests {
         let n = Nodes::new();
         let epoch = n.epoch.load(std::sync::atomic::Ordering::Acquire);
         n.cached(5, Some(block(2)));
-        let mut c = n.cache.lock().unwrap();
-        n.keep_read(&mut c, epoch, [(5, block(1)), (6, block(1))]);
-        drop(c);
+        n.keep_read(epoch, [(5, block(1)), (6, block(1))]);
         assert_eq!(
             cached_mark(&n, 5),
             Some(2),
@@ -600,9 +600,7 @@ mod tests {
         // A node removed since the read began stays removed.
         let epoch = n.epoch.load(std::sync::atomic::Ordering::Acquire);
         n.cached(6, None);
-        let mut c = n.cache.lock().unwrap();
-        n.keep_read(&mut c, epoch, [(6, block(1))]);
-        drop(c);
+        n.keep_read(epoch, [(6, block(1))]);
         assert_eq!(cached_mark(&n, 6), None);
     }
 
@@ -614,17 +612,13 @@ mod tests {
         for _ in 0..CHANGE_LOG {
             n.cached(100, Some(block(3)));
         }
-        let mut c = n.cache.lock().unwrap();
-        n.keep_read(&mut c, epoch, [(7, block(1))]);
-        drop(c);
+        n.keep_read(epoch, [(7, block(1))]);
         assert_eq!(cached_mark(&n, 7), Some(1), "the log still reaches back");
         let epoch = n.epoch.load(std::sync::atomic::Ordering::Acquire);
         for _ in 0..=CHANGE_LOG {
             n.cached(100, Some(block(3)));
         }
-        let mut c = n.cache.lock().unwrap();
-        n.keep_read(&mut c, epoch, [(8, block(1))]);
-        drop(c);
+        n.keep_read(epoch, [(8, block(1))]);
         assert_eq!(cached_mark(&n, 8), None);
     }
 }
