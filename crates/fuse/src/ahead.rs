@@ -93,15 +93,8 @@ fn run(fs: &Weak<Fs>, rx: &Receiver<u32>, stats: &AheadStats) {
     while let Ok(dir) = rx.recv() {
         let Some(fs) = fs.upgrade() else { return };
         // Its first subdirectory: where a depth-first walk goes next.
-        if let Some((pos, first)) = next_subdir(&fs, dir, 0, None) {
-            if last.is_none_or(|l| l.dir != first) {
-                read_listing(&fs, first, stats);
-            }
-            last = Some(Last {
-                parent: dir,
-                dir: first,
-                pos,
-            });
+        if let Some(first) = next_subdir(&fs, dir, 0, None) {
+            follow(&fs, &mut last, dir, first, stats);
         }
         // The subdirectory after it in its parent: where the walk goes once this one is done.
         let Ok(parent) = fs.lookup(dir, b"..") else {
@@ -116,17 +109,19 @@ fn run(fs: &Weak<Fs>, rx: &Receiver<u32>, stats: &AheadStats) {
             }
             _ => next_subdir(&fs, parent, 0, Some(dir)),
         };
-        if let Some((pos, sibling)) = next {
-            if last.is_none_or(|l| l.dir != sibling) {
-                read_listing(&fs, sibling, stats);
-            }
-            last = Some(Last {
-                parent,
-                dir: sibling,
-                pos,
-            });
+        if let Some(sibling) = next {
+            follow(&fs, &mut last, parent, sibling, stats);
         }
     }
+}
+
+/// Reads guessed subdirectory `dir` at `pos` in `parent` ahead, unless it is the last guess
+/// (already read), and makes it the last guess.
+fn follow(fs: &Fs, last: &mut Option<Last>, parent: u32, (pos, dir): (u64, u32), st: &AheadStats) {
+    if last.is_none_or(|l| l.dir != dir) {
+        read_listing(fs, dir, st);
+    }
+    *last = Some(Last { parent, dir, pos });
 }
 
 /// The first subdirectory of `parent` at position `from` or after (after the entry naming

@@ -583,22 +583,30 @@ pub struct MountInfo {
     pub super_options: String,
 }
 
+/// Every mount /proc/self/mountinfo lists, in its order, with where each is mounted; none
+/// when it cannot be read.
+fn mounts() -> Vec<(MountInfo, String)> {
+    std::fs::read_to_string("/proc/self/mountinfo")
+        .unwrap_or_default()
+        .lines()
+        .filter_map(parse_mountinfo_line)
+        .collect()
+}
+
 /// The newest mount at `mountpoint` (given as the kernel spells it: absolute, no symlinks),
 /// read from /proc/self/mountinfo without touching the mount itself.
-pub fn mount_info(mountpoint: &std::path::Path) -> Option<MountInfo> {
+fn mount_info(mountpoint: &std::path::Path) -> Option<MountInfo> {
     let want = mountpoint.to_str()?;
-    let info = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
-    info.lines()
+    mounts()
+        .into_iter()
         .rev()
-        .filter_map(parse_mountinfo_line)
         .find_map(|(m, at)| (at == want).then_some(m))
 }
 
 /// The mount whose ID is `id` (as /proc/PID/fdinfo gives a descriptor's mount).
 pub fn mount_info_by_id(id: u64) -> Option<MountInfo> {
-    let info = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
-    info.lines()
-        .filter_map(parse_mountinfo_line)
+    mounts()
+        .into_iter()
         .find_map(|(m, _)| (m.id == id).then_some(m))
 }
 
@@ -632,13 +640,9 @@ fn parse_mountinfo_line(line: &str) -> Option<(MountInfo, String)> {
 
 /// The IDs of every mount of device `device` (`major:minor`): a mount and its bind mounts.
 pub fn mount_ids_of(device: &str) -> Vec<u64> {
-    let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
-    info.lines()
-        .filter_map(|l| {
-            let mut f = l.split(' ');
-            let id = f.next()?.parse().ok()?;
-            (f.nth(1)? == device).then_some(id)
-        })
+    mounts()
+        .into_iter()
+        .filter_map(|(m, _)| (m.device == device).then_some(m.id))
         .collect()
 }
 
