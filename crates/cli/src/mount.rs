@@ -140,29 +140,10 @@ pub fn sync(mountpoint: &Path) -> CliResult {
     // syncfs starts every write-back but does not wait for the data (`writeback`).
     let dir = std::fs::File::open(mountpoint)
         .map_err(|e| Failure::Msg(format!("{}: {e}", mountpoint.display())))?;
-    let dev = rustix::fs::fstat(&dir)
-        .map_err(|e| Failure::Msg(format!("{}: {e}", mountpoint.display())))?
-        .st_dev;
     rustix::fs::syncfs(&dir)
         .map_err(|e| Failure::Msg(format!("syncing {}: {e}", mountpoint.display())))?;
-    // The mount the directory is on, by the ID the kernel gives its descriptor (whatever
-    // path named it), and every mount of the same file system (bind mounts).
-    let info = crate::writeback::fd_mount(Path::new(&format!(
-        "/proc/self/fdinfo/{}",
-        std::os::fd::AsRawFd::as_raw_fd(&dir)
-    )))
-    .and_then(uf2fs_fuse::mount_info_by_id)
-    .ok_or_else(|| {
-        Failure::Msg(format!(
-            "syncing {}: its mount is not in /proc/self/mountinfo, so the files open on it \
-             cannot be found",
-            mountpoint.display()
-        ))
-    })?;
-    let target = crate::writeback::Target {
-        dev,
-        mount_ids: uf2fs_fuse::mount_ids_of(&info.device),
-    };
+    let (target, info) = crate::writeback::target_of(&dir)
+        .map_err(|e| Failure::Msg(format!("syncing {}: {e}", mountpoint.display())))?;
     let waited = crate::writeback::wait_for_held_files(&target)
         .map_err(|e| Failure::Msg(format!("syncing {}: {e}", mountpoint.display())))?;
     tracing::debug!("{} files held open or mapped written back", waited.files);

@@ -5,8 +5,9 @@
 //! inodes' times back (those requests are answered before it returns), but it does not wait
 //! for the data writes it started: recent kernels skip FUSE mappings where `syncfs` waits (a
 //! sync must not hang on a server that does not answer; Linux 6.18 on the test machines), and
-//! older ones ended a page's writeback as soon as it was copied into the request. So the WRITE requests can
-//! still be queued when `syncfs` returns, and a checkpoint written then would miss them.
+//! older ones ended a page's writeback as soon as it was copied into the request. So the
+//! WRITE requests can still be queued when `syncfs` returns, and a checkpoint written then
+//! would miss them.
 //!
 //! `fsync(2)` does wait, for every write of its inode in flight. Only files that some process
 //! holds open or mapped can have dirty pages (a close writes the file back and waits, and so
@@ -38,6 +39,24 @@ pub struct Waited {
 pub struct Target {
     pub dev: u64,
     pub mount_ids: Vec<u64>,
+}
+
+/// The file system directory `dir` is on, as a [`Target`], and its mount: found by the
+/// mount ID the kernel gives the descriptor, whatever path named it; its bind mounts by the
+/// device mountinfo gives them.
+pub fn target_of(dir: &File) -> Result<(Target, uf2fs_fuse::MountInfo), String> {
+    let dev = rustix::fs::fstat(dir).map_err(|e| e.to_string())?.st_dev;
+    let info = fd_mount(Path::new(&format!(
+        "/proc/self/fdinfo/{}",
+        std::os::fd::AsRawFd::as_raw_fd(dir)
+    )))
+    .and_then(uf2fs_fuse::mount_info_by_id)
+    .ok_or("its mount is not in /proc/self/mountinfo, so the files open on it cannot be found")?;
+    let target = Target {
+        dev,
+        mount_ids: uf2fs_fuse::mount_ids_of(&info.device),
+    };
+    Ok((target, info))
 }
 
 /// Has every regular file of `target` that a process holds open or mapped written back,
@@ -100,7 +119,7 @@ fn held_files(target: &Target) -> Result<(Vec<PathBuf>, usize), String> {
 }
 
 /// The mount ID an fdinfo file gives its descriptor.
-pub fn fd_mount(info: &Path) -> Option<u64> {
+fn fd_mount(info: &Path) -> Option<u64> {
     let text = std::fs::read_to_string(info).ok()?;
     text.lines()
         .find_map(|l| l.strip_prefix("mnt_id:"))
