@@ -72,7 +72,7 @@ pub fn now() -> (u64, u32) {
 /// An inode being changed: its node block and what the parsed inode says about its layout.
 pub(crate) struct Editing {
     pub ino: u32,
-    pub block: Block,
+    pub block: crate::node::NodeBuf,
     pub inode: Inode,
     /// The time [`Editing::touch`] stamps (the file system's clock when the edit began).
     pub now: (u64, u32),
@@ -86,25 +86,25 @@ impl Editing {
         usize::from(self.inode.extra_isize / 4)
     }
     pub(crate) fn set_u32(&mut self, at: usize, v: u32) {
-        put(&mut self.block, at, &v.to_le_bytes());
+        put(&mut self.block[..], at, &v.to_le_bytes());
     }
     pub(crate) fn set_u64(&mut self, at: usize, v: u64) {
-        put(&mut self.block, at, &v.to_le_bytes());
+        put(&mut self.block[..], at, &v.to_le_bytes());
     }
     pub(crate) fn size(&self) -> u64 {
-        uf2fs_format::le64(&self.block, 16).unwrap_or(0)
+        uf2fs_format::le64(&self.block[..], 16).unwrap_or(0)
     }
     pub(crate) fn set_size(&mut self, v: u64) {
         self.set_u64(16, v);
     }
     pub(crate) fn add_blocks(&mut self, n: i64) {
-        let b = uf2fs_format::le64(&self.block, 24).unwrap_or(0);
+        let b = uf2fs_format::le64(&self.block[..], 24).unwrap_or(0);
         self.set_u64(24, b.saturating_add_signed(n));
     }
     /// Adds `n` to `i_compr_blocks` (the blocks a compressed file saves; never below 0).
     pub(crate) fn add_compr_blocks(&mut self, n: i64) {
         let at = I_ADDR_OFFSET + 24;
-        let b = uf2fs_format::le64(&self.block, at).unwrap_or(0);
+        let b = uf2fs_format::le64(&self.block[..], at).unwrap_or(0);
         self.set_u64(at, b.saturating_add_signed(n));
     }
     pub(crate) fn links(&self) -> u32 {

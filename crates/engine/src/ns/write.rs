@@ -61,15 +61,15 @@ impl Fs {
             ino,
             Expect { ino, ofs: 0 },
         )?;
-        // The parse shares the cached block; the edit changes its own copy.
-        let block = *shared;
+        // The parse shares the cached block; the edit's first write makes its own copy.
+        let block = crate::node::NodeBuf::new(shared.clone());
         let inode = Inode::parse_shared(shared, ino, &self.vol().sb)?;
         // Only an image that keeps quota needs the inode's charge.
         let was = self
             .vol()
             .quota
             .is_some()
-            .then(|| Charge::of_block(&block, inode.projid.is_some()));
+            .then(|| Charge::of_block(&block[..], inode.projid.is_some()));
         Ok(Editing {
             ino,
             block,
@@ -106,7 +106,7 @@ impl Fs {
             Log::WarmNode
         };
         if self.vol().quota.is_some() {
-            let now = Charge::of_block(&e.block, e.inode.projid.is_some());
+            let now = Charge::of_block(&e.block[..], e.inode.projid.is_some());
             self.charge_quota(e.ino, e.was, Some(now))?;
         }
         // The new block first, then the cache entry goes: a reader that fetched the old block
@@ -231,7 +231,7 @@ impl Fs {
         let inode = reparse(self, nid, &mut b)?;
         let mut e = Editing {
             ino: nid,
-            block: b,
+            block: crate::node::NodeBuf::new(std::sync::Arc::new(b)),
             inode,
             now: (s, ns),
             was: None,
@@ -419,7 +419,7 @@ impl Fs {
             let mut e = self.edit(ino)?;
             if let Some(p) = perm {
                 let mode = (e.inode.mode & 0o170000) | (p & 0o7777);
-                put(&mut e.block, 0, &mode.to_le_bytes());
+                put(&mut e.block[..], 0, &mode.to_le_bytes());
             }
             if let Some((u, g)) = owner {
                 e.set_u32(4, u);
@@ -888,7 +888,7 @@ impl Fs {
             .map(|&(index, addr)| {
                 let at = index * 4;
                 let old = get32(&b, at);
-                put(&mut b, at, &addr.to_le_bytes());
+                put(&mut b[..], at, &addr.to_le_bytes());
                 old
             })
             .collect();
@@ -935,12 +935,17 @@ impl Fs {
             self.node_for_edit(nid, e.ino, e.inode.file_type == FileType::Directory)?;
         let at = index * 4;
         let old = get32(&b, at);
-        put(&mut b, at, &addr.to_le_bytes());
+        put(&mut b[..], at, &addr.to_le_bytes());
         self.vol().nodes.put_dirty(nid, b, log)?;
         Ok(old)
     }
 
-    pub(crate) fn node_for_edit(&self, nid: u32, ino: u32, is_dir: bool) -> Result<(Block, Log)> {
+    pub(crate) fn node_for_edit(
+        &self,
+        nid: u32,
+        ino: u32,
+        is_dir: bool,
+    ) -> Result<(crate::node::NodeBuf, Log)> {
         let v = self.vol();
         let (b, log) = v.nodes.get_for_edit(&*v.dev, &v.nat, nid, ino)?;
         let ofs = u64::from(uf2fs_format::node::Footer::of(&b).ofs());
@@ -1074,7 +1079,7 @@ impl Fs {
         drop(shared);
         let (mut pb, plog) = self.node_for_edit(parent, e.ino, is_dir)?;
         let nid = self.new_node(ws, e, ofs, is_dir, dnode)?;
-        put(&mut pb, index as usize * 4, &nid.to_le_bytes());
+        put(&mut pb[..], index as usize * 4, &nid.to_le_bytes());
         self.vol().nodes.put_dirty(parent, pb, plog)?;
         Ok(nid)
     }
@@ -1239,7 +1244,7 @@ impl Fs {
             } else if e.inode.has_inline_data() {
                 let r = e.inline_range();
                 if end <= r.len() as u64 {
-                    put(&mut e.block, r.start + offset as usize, data);
+                    put(&mut e.block[..], r.start + offset as usize, data);
                     e.set_inline(e.inline() | inline_flags::DATA_EXIST);
                     if e.size() < end {
                         e.set_size(end);

@@ -49,7 +49,7 @@ impl Fs {
             .position(|x| x.index == idx && x.name == *stored);
         if let Some((bits, minimal)) = acl_mode {
             let mode = (e.inode.mode & !0o777) | bits;
-            e.block[..2].copy_from_slice(&mode.to_le_bytes()); // i_mode
+            crate::ns::edit::put(&mut e.block[..], 0, &mode.to_le_bytes()); // i_mode
             e.inode.mode = mode;
             if minimal && at.is_none() {
                 e.touch(false);
@@ -114,7 +114,7 @@ impl Fs {
                 }
             } else {
                 let (fresh, _) = self.node_for_edit(nid, ino, is_dir)?;
-                b = fresh;
+                b = *fresh;
             }
             if let Some(d) = b.get_mut(..rest.len()) {
                 d.copy_from_slice(rest);

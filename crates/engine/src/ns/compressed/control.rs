@@ -33,7 +33,7 @@ impl Fs {
         self.changing(8, |ws| {
             self.live(ino)?;
             let mut e = self.edit(ino)?;
-            if uf2fs_format::le64(&e.block, COMPR_BLOCKS_AT).unwrap_or(0) == 0 {
+            if uf2fs_format::le64(&e.block[..], COMPR_BLOCKS_AT).unwrap_or(0) == 0 {
                 return Ok(0);
             }
             let released = self.rewrite_saved_slots(ws, &mut e, &c, NEW_ADDR, NULL_ADDR)?;
