@@ -112,11 +112,13 @@ enum Cmd {
     Umount { mountpoint: PathBuf },
     /// Write back what the kernel holds for a live mount (syncfs, then an fdatasync of each
     /// of its files a process holds open or mapped, found in /proc), then write a checkpoint.
+    /// MOUNTPOINT may be any directory on the mount, or a bind mount of it.
     Sync { mountpoint: PathBuf },
     /// Clean sections now (the cleaner's victims, by the mount's policy), then write a
     /// checkpoint so that they are free: through the daemon of a mount, or on an image.
     Gc {
-        /// A mount point (asks its daemon) or an image (cleans it in place).
+        /// A mount point, or a directory on a mount (asks its daemon), or an image (cleans it
+        /// in place).
         target: PathBuf,
         /// Sections to clean at most (fewer when no section is worth cleaning).
         #[arg(long, default_value_t = 1)]
@@ -124,7 +126,8 @@ enum Cmd {
     },
     /// Usage, segments, checkpoints, cleaning and writes of a mount (live) or an image.
     Status {
-        /// A mount point (asks its daemon) or an image (reads its checkpoint).
+        /// A mount point, or a directory on a mount (asks its daemon), or an image (reads its
+        /// checkpoint).
         target: PathBuf,
         #[arg(long)]
         json: bool,

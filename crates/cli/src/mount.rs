@@ -11,7 +11,7 @@ use serde_json::Value;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use uf2fs_fuse::{request, Log, LogChoice, MountOptions, MountStatus};
+use uf2fs_fuse::{request, request_within, Log, LogChoice, MountOptions, MountStatus};
 
 pub struct Args<'a> {
     pub image: &'a Path,
@@ -156,13 +156,13 @@ pub fn sync(mountpoint: &Path) -> CliResult {
             waited.unreadable
         );
     }
-    request(mountpoint, "sync").map_err(Failure::Msg)?;
+    request_within(mountpoint, "sync").map_err(Failure::Msg)?;
     Ok(())
 }
 
 pub fn gc(target: &Path, sections: u32) -> CliResult {
     let done = if target.is_dir() {
-        let answer = request(target, &format!("gc {sections}")).map_err(Failure::Msg)?;
+        let answer = request_within(target, &format!("gc {sections}")).map_err(Failure::Msg)?;
         answer
             .strip_prefix("ok ")
             .and_then(|n| n.trim().parse::<u32>().ok())
@@ -179,7 +179,7 @@ pub fn gc(target: &Path, sections: u32) -> CliResult {
 
 pub fn status(target: &Path, json: bool) -> CliResult {
     let v: Value = if target.is_dir() {
-        let answer = request(target, "status").map_err(Failure::Msg)?;
+        let answer = request_within(target, "status").map_err(Failure::Msg)?;
         serde_json::from_str(&answer).map_err(|e| format!("the daemon's answer: {e}"))?
     } else {
         let fs = crate::open(target)?;

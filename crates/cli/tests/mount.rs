@@ -383,6 +383,49 @@ fn the_status_shows_the_memory_bound_and_the_daemon_stays_within_it() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// `sync`, `status` and `gc` reach the daemon from any directory on the mount and through a
+/// bind mount of it (the daemon listens for the mount point it was started on); a directory
+/// on no uf2fs mount is refused by name.
+#[test]
+fn the_commands_for_a_live_mount_work_from_any_directory_on_it() {
+    let dir = scratch("mount-within");
+    let img = dir.join("img");
+    mkfs(&img, "128M");
+    let mnt = dir.join("m");
+    let m = Mount::new(&bin(), &img, &mnt, &[]);
+    let sub = mnt.join("a/b");
+    std::fs::create_dir_all(&sub).unwrap();
+    std::fs::write(sub.join("f"), b"kept").unwrap();
+    let written =
+        |st: &serde_json::Value| st.pointer("/checkpoints/written").and_then(|v| v.as_u64());
+    let st = status(&mnt);
+    let before = written(&st).expect("checkpoints written");
+    let from_sub = status(&sub);
+    assert_eq!(from_sub["pid"], st["pid"], "{from_sub}");
+
+    uf2fs(&["sync".as_ref(), sub.as_os_str()]);
+    let after = written(&status(&mnt)).unwrap();
+    assert!(
+        after > before,
+        "sync through a subdirectory wrote no checkpoint: {before} -> {after}"
+    );
+    let out = uf2fs(&["gc".as_ref(), sub.as_os_str()]);
+    assert!(out.contains("sections cleaned"), "{out}");
+
+    let bind = dir.join("bind");
+    std::fs::create_dir(&bind).unwrap();
+    run(Command::new("mount").arg("--bind").arg(&mnt).arg(&bind));
+    let through_bind = status(&bind.join("a"));
+    run(Command::new("umount").arg(&bind));
+    assert_eq!(through_bind["pid"], st["pid"], "{through_bind}");
+
+    let (ok, _, err) = try_run(Command::new(bin()).arg("status").arg(&dir));
+    assert!(!ok && err.contains("is not on a uf2fs mount"), "{err}");
+    m.umount();
+    fsck_both(&img);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// The status counts the FUSE requests served, by kind: a new file is one CREATE, a new
 /// directory one MKDIR, and the total is the sum of the kinds.
 #[test]

@@ -362,11 +362,15 @@ pub fn request(mountpoint: &Path, cmd: &str) -> Result<String, String> {
         std::fs::canonicalize(mountpoint).map_err(|e| format!("{}: {e}", mountpoint.display()))?;
     let paths = control_paths(&mp)?;
     let mut s = UnixStream::connect(&paths.socket).map_err(|e| {
-        format!(
-            "no uf2fs daemon answers for {} ({}: {e})",
-            mp.display(),
-            paths.socket.display()
-        )
+        if e.kind() == std::io::ErrorKind::NotFound {
+            format!("{} is not a uf2fs mount point", mp.display())
+        } else {
+            format!(
+                "no uf2fs daemon answers for {} ({}: {e})",
+                mp.display(),
+                paths.socket.display()
+            )
+        }
     })?;
     writeln!(s, "{cmd}").map_err(|e| format!("control socket: {e}"))?;
     let mut out = String::new();
@@ -384,6 +388,40 @@ pub fn request(mountpoint: &Path, cmd: &str) -> Result<String, String> {
         Some(e) => Err(e.to_string()),
         None => Ok(out),
     }
+}
+
+/// [`request`] for any path on a mount: its mount point, a directory under it, or a bind
+/// mount of it. A daemon listens for the mount point it was started on; any other path is
+/// taken to the mount it is on (its mount ID, from `statx`) and to every place mountinfo
+/// shows that file system mounted, and the first of those a daemon listens for answers.
+pub fn request_within(path: &Path, cmd: &str) -> Result<String, String> {
+    let at = std::fs::canonicalize(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    if control_paths(&at)?.socket.exists() {
+        return request(&at, cmd);
+    }
+    let not_ours = || {
+        format!(
+            "{} is not on a uf2fs mount (no uf2fs daemon serves it or the mount it is on)",
+            at.display()
+        )
+    };
+    let st = rustix::fs::statx(
+        rustix::fs::CWD,
+        &at,
+        rustix::fs::AtFlags::empty(),
+        rustix::fs::StatxFlags::MNT_ID,
+    )
+    .map_err(|e| format!("{}: {e}", at.display()))?;
+    if st.stx_mask & rustix::fs::StatxFlags::MNT_ID.bits() == 0 {
+        return Err(not_ours());
+    }
+    let info = crate::mount_info_by_id(st.stx_mnt_id).ok_or_else(not_ours)?;
+    for mp in crate::mount_points_of(&info.device) {
+        if control_paths(&mp)?.socket.exists() {
+            return request(&mp, cmd);
+        }
+    }
+    Err(not_ours())
 }
 
 #[cfg(test)]

@@ -12,7 +12,7 @@ mod control;
 mod ops;
 pub mod options;
 
-pub use control::{control_paths, request};
+pub use control::{control_paths, request, request_within};
 pub use options::{LogChoice, MountOptions};
 
 use fuser::{Config, MountOption, Session, SessionACL};
@@ -643,6 +643,15 @@ pub fn mount_ids_of(device: &str) -> Vec<u64> {
     mounts()
         .into_iter()
         .filter_map(|(m, _)| (m.device == device).then_some(m.id))
+        .collect()
+}
+
+/// Where file system `device` (`major:minor`) is mounted: the mount and its bind mounts, as
+/// mountinfo spells them.
+pub fn mount_points_of(device: &str) -> Vec<std::path::PathBuf> {
+    mounts()
+        .into_iter()
+        .filter_map(|(m, at)| (m.device == device).then(|| at.into()))
         .collect()
 }
 
