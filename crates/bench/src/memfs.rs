@@ -1,4 +1,5 @@
-//! `memfs`: the FUSE transport's floor for the tree workloads (issue 14).
+//! `memfs`: the FUSE transport's floor for the tree workloads, and its ceiling for fio's
+//! (no device behind it) (issue 14).
 //!
 //! An in-memory file system served through the same vendored fuser as `uf2fs mount`: FUSE
 //! over io_uring with the yield, the same INIT flags (writeback cache, KILLPRIV_V2,
