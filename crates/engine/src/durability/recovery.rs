@@ -382,7 +382,7 @@ impl Fs {
         self.commit(Editing {
             ino,
             inode: reparse(self, ino, &mut b)?,
-            block: crate::node::NodeBuf::new(std::sync::Arc::new(b)),
+            block: b.into(),
             now: self.clock(),
             was: None,
         })

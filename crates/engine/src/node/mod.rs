@@ -39,6 +39,13 @@ impl std::ops::Deref for NodeBuf {
     }
 }
 
+/// A block built by the caller (a new inode), to be edited and kept.
+impl From<Block> for NodeBuf {
+    fn from(b: Block) -> NodeBuf {
+        NodeBuf(Arc::new(b))
+    }
+}
+
 impl From<NodeBuf> for Arc<Block> {
     fn from(b: NodeBuf) -> Arc<Block> {
         b.0

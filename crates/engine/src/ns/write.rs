@@ -231,7 +231,7 @@ impl Fs {
         let inode = reparse(self, nid, &mut b)?;
         let mut e = Editing {
             ino: nid,
-            block: crate::node::NodeBuf::new(std::sync::Arc::new(b)),
+            block: b.into(),
             inode,
             now: (s, ns),
             was: None,
