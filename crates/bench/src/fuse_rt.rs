@@ -6,6 +6,11 @@
 //! system as the floor. Scenarios: the program free on an idle machine, pinned to one CPU,
 //! against two busy-looping programs per CPU, and against one on its own CPU. Transports
 //! alternate within each scenario, each on a fresh mount.
+//!
+//! Beside them, two floors with no FUSE in them: the host file system's getxattr (a system
+//! call), and a byte sent to another process over a pipe and sent back (`2 processes`, the
+//! other process pinned as the program is): two context switches between two address
+//! spaces, the least any request answered by another process can cost on this machine.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
@@ -76,9 +81,7 @@ pub(crate) fn time_calls(file: &Path, calls: usize, pin: Option<usize>) -> Res<(
     let file = file.to_path_buf();
     let run = move || -> Res<(f64, f64)> {
         if let Some(cpu) = pin {
-            let mut set = rustix::thread::CpuSet::new();
-            set.set(cpu);
-            rustix::thread::sched_setaffinity(None, &set).map_err(|e| format!("pin: {e}"))?;
+            pin_to(cpu)?;
         }
         let mut lat = Vec::with_capacity(calls);
         let mut buf = [0u8; 64];
@@ -98,6 +101,81 @@ pub(crate) fn time_calls(file: &Path, calls: usize, pin: Option<usize>) -> Res<(
     std::thread::spawn(run)
         .join()
         .map_err(|_| "timing thread panicked".to_string())?
+}
+
+/// Pins the calling thread to `cpu`.
+fn pin_to(cpu: usize) -> Res<()> {
+    let mut set = rustix::thread::CpuSet::new();
+    set.set(cpu);
+    rustix::thread::sched_setaffinity(None, &set).map_err(|e| format!("pin: {e}"))
+}
+
+/// The `pipe-echo` process: each byte read from stdin is written back to stdout.
+pub fn pipe_echo(pin: Option<usize>) -> Res<()> {
+    use std::io::{Read, Write};
+    if let Some(cpu) = pin {
+        pin_to(cpu)?;
+    }
+    let (mut inp, mut out) = (std::io::stdin().lock(), std::io::stdout().lock());
+    let mut b = [0u8; 1];
+    loop {
+        match inp.read(&mut b) {
+            Ok(0) => return Ok(()),
+            Ok(_) => {
+                out.write_all(&b).map_err(|e| format!("stdout: {e}"))?;
+                out.flush().map_err(|e| format!("stdout: {e}"))?;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(format!("stdin: {e}")),
+        }
+    }
+}
+
+/// Times `calls` one-byte round trips to a `pipe-echo` process, both pinned as asked:
+/// (mean, p99) in µs.
+fn time_pipe_round_trips(calls: usize, pin: Option<usize>) -> Res<(f64, f64)> {
+    use std::io::{Read, Write};
+    use std::process::Stdio;
+    let exe = std::env::current_exe().map_err(|e| format!("this program: {e}"))?;
+    let mut cmd = Command::new(exe);
+    cmd.arg("pipe-echo");
+    if let Some(cpu) = pin {
+        cmd.args(["--pin", &cpu.to_string()]);
+    }
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("pipe-echo: {e}"))?;
+    let (Some(mut to), Some(mut from)) = (child.stdin.take(), child.stdout.take()) else {
+        let _ = child.kill();
+        let _ = child.wait();
+        return Err("pipe-echo: no pipes".into());
+    };
+    let run = move || -> Res<(f64, f64)> {
+        if let Some(cpu) = pin {
+            pin_to(cpu)?;
+        }
+        let mut lat = Vec::with_capacity(calls);
+        let mut b = [7u8; 1];
+        for _ in 0..calls {
+            let t = Instant::now();
+            to.write_all(&b).map_err(|e| format!("to pipe-echo: {e}"))?;
+            from.read_exact(&mut b)
+                .map_err(|e| format!("from pipe-echo: {e}"))?;
+            lat.push(t.elapsed().as_secs_f64() * 1e6);
+        }
+        lat.sort_by(f64::total_cmp);
+        let mean = lat.iter().sum::<f64>() / calls.max(1) as f64;
+        let p99 = lat.get(calls * 99 / 100).copied().unwrap_or(0.0);
+        Ok((mean, p99))
+    };
+    let got = std::thread::spawn(run)
+        .join()
+        .map_err(|_| "timing thread panicked".to_string());
+    // The timing thread has dropped the child's stdin: it sees EOF and ends.
+    let _ = child.wait();
+    got?
 }
 
 /// One transport's measurements in a scenario: every round's (mean, p99) in µs, and the
@@ -183,6 +261,7 @@ pub fn run(a: &FuseRtArgs) -> Res<()> {
             .iter()
             .map(|(l, _)| Column::new(l, ""))
             .chain(std::iter::once(Column::new("host fs", "-")))
+            .chain(std::iter::once(Column::new("2 processes", "-")))
             .collect();
         for _ in 0..a.runs {
             for (i, (_, opts)) in TRANSPORTS.iter().enumerate() {
@@ -209,7 +288,11 @@ pub fn run(a: &FuseRtArgs) -> Res<()> {
             }
             let _hogs = Hogs::start(sc.hogs)?;
             let got = time_calls(&host, calls, sc.pin)?;
-            if let Some(c) = cells.last_mut() {
+            if let Some(c) = cells.get_mut(TRANSPORTS.len()) {
+                c.rounds.push(got);
+            }
+            let got = time_pipe_round_trips(calls, sc.pin)?;
+            if let Some(c) = cells.get_mut(TRANSPORTS.len() + 1) {
                 c.rounds.push(got);
             }
         }

@@ -152,6 +152,14 @@ enum Cmd {
         #[arg(long, default_value_t = 0)]
         work_us: u64,
     },
+    /// fuse-rt's other process: echoes each byte of stdin to stdout until EOF (a round trip
+    /// between two processes with no FUSE in it).
+    #[command(hide = true)]
+    PipeEcho {
+        /// The CPU to run on.
+        #[arg(long)]
+        pin: Option<usize>,
+    },
 }
 
 fn median_secs(runs: usize, mut f: impl FnMut()) -> f64 {
@@ -655,6 +663,12 @@ fn main() {
         Cmd::Io(args) => {
             if let Err(e) = io::run(&args) {
                 eprintln!("io: {e}");
+                std::process::exit(1);
+            }
+        }
+        Cmd::PipeEcho { pin } => {
+            if let Err(e) = fuse_rt::pipe_echo(pin) {
+                eprintln!("pipe-echo: {e}");
                 std::process::exit(1);
             }
         }
