@@ -93,14 +93,20 @@ pub(crate) fn time_calls(file: &Path, calls: usize, pin: Option<usize>) -> Res<(
             }
             lat.push(t.elapsed().as_secs_f64() * 1e6);
         }
-        lat.sort_by(f64::total_cmp);
-        let mean = lat.iter().sum::<f64>() / calls.max(1) as f64;
-        let p99 = lat.get(calls * 99 / 100).copied().unwrap_or(0.0);
-        Ok((mean, p99))
+        Ok(mean_p99(lat))
     };
     std::thread::spawn(run)
         .join()
         .map_err(|_| "timing thread panicked".to_string())?
+}
+
+/// The mean and the 99th percentile of latencies in µs.
+fn mean_p99(mut lat: Vec<f64>) -> (f64, f64) {
+    lat.sort_by(f64::total_cmp);
+    let n = lat.len();
+    let mean = lat.iter().sum::<f64>() / n.max(1) as f64;
+    let p99 = lat.get(n * 99 / 100).copied().unwrap_or(0.0);
+    (mean, p99)
 }
 
 /// Pins the calling thread to `cpu`.
@@ -165,10 +171,7 @@ fn time_pipe_round_trips(calls: usize, pin: Option<usize>) -> Res<(f64, f64)> {
                 .map_err(|e| format!("from pipe-echo: {e}"))?;
             lat.push(t.elapsed().as_secs_f64() * 1e6);
         }
-        lat.sort_by(f64::total_cmp);
-        let mean = lat.iter().sum::<f64>() / calls.max(1) as f64;
-        let p99 = lat.get(calls * 99 / 100).copied().unwrap_or(0.0);
-        Ok((mean, p99))
+        Ok(mean_p99(lat))
     };
     let got = std::thread::spawn(run)
         .join()

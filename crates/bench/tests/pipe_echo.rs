@@ -25,5 +25,9 @@ fn pipe_echo_sends_back_each_byte_and_ends_at_eof() {
     assert!(status.success(), "pipe-echo ended with {status}");
     let mut rest = Vec::new();
     from.read_to_end(&mut rest).expect("read the rest");
-    assert!(rest.is_empty(), "pipe-echo wrote {} bytes nobody sent", rest.len());
+    assert!(
+        rest.is_empty(),
+        "pipe-echo wrote {} bytes nobody sent",
+        rest.len()
+    );
 }
