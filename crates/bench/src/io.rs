@@ -1150,8 +1150,9 @@ fn print_and_save(
         }
     }
     // Each goal, and beside it the same ratio for memfs when it ran: the transport with no
-    // engine and no device behind it. A goal memfs misses in the same run is one no FUSE
-    // server reaches on this machine.
+    // engine and no device behind it. A goal memfs misses in the same run is one the
+    // transport did not allow in that run (memfs still copies what it is given; a server
+    // that threw writes away did no better at stop 46).
     let goal = |name: &str, other: Target, want: &str, ok: &dyn Fn(f64) -> bool| {
         let cells = rows.iter().find(|(n, _)| n == name).map(|(_, c)| c)?;
         let over = |t: Target| value(cells, t).zip(value(cells, other)).map(|(u, o)| u / o);
