@@ -79,18 +79,30 @@ const SCENARIOS: [Scenario; 4] = [
 /// Times `calls` getxattr calls on `file` from a thread pinned as asked: (mean, p99) in µs.
 pub(crate) fn time_calls(file: &Path, calls: usize, pin: Option<usize>) -> Res<(f64, f64)> {
     let file = file.to_path_buf();
+    let mut buf = [0u8; 64];
+    timed_on_thread(calls, pin, move || {
+        match rustix::fs::getxattr(&file, "user.uf2fs-bench-absent", &mut buf[..]) {
+            Err(rustix::io::Errno::NODATA) => Ok(()),
+            other => Err(format!("getxattr: expected ENODATA, got {other:?}")),
+        }
+    })
+}
+
+/// Runs `call` `calls` times on a thread of its own, pinned as asked, and times each:
+/// (mean, p99) in µs. The first failing call ends it with its error.
+fn timed_on_thread(
+    calls: usize,
+    pin: Option<usize>,
+    mut call: impl FnMut() -> Res<()> + Send + 'static,
+) -> Res<(f64, f64)> {
     let run = move || -> Res<(f64, f64)> {
         if let Some(cpu) = pin {
             pin_to(cpu)?;
         }
         let mut lat = Vec::with_capacity(calls);
-        let mut buf = [0u8; 64];
         for _ in 0..calls {
             let t = Instant::now();
-            match rustix::fs::getxattr(&file, "user.uf2fs-bench-absent", &mut buf[..]) {
-                Err(rustix::io::Errno::NODATA) => {}
-                other => return Err(format!("getxattr: expected ENODATA, got {other:?}")),
-            }
+            call()?;
             lat.push(t.elapsed().as_secs_f64() * 1e6);
         }
         Ok(mean_p99(lat))
@@ -158,27 +170,15 @@ fn time_pipe_round_trips(calls: usize, pin: Option<usize>) -> Res<(f64, f64)> {
         let _ = child.wait();
         return Err("pipe-echo: no pipes".into());
     };
-    let run = move || -> Res<(f64, f64)> {
-        if let Some(cpu) = pin {
-            pin_to(cpu)?;
-        }
-        let mut lat = Vec::with_capacity(calls);
-        let mut b = [7u8; 1];
-        for _ in 0..calls {
-            let t = Instant::now();
-            to.write_all(&b).map_err(|e| format!("to pipe-echo: {e}"))?;
-            from.read_exact(&mut b)
-                .map_err(|e| format!("from pipe-echo: {e}"))?;
-            lat.push(t.elapsed().as_secs_f64() * 1e6);
-        }
-        Ok(mean_p99(lat))
-    };
-    let got = std::thread::spawn(run)
-        .join()
-        .map_err(|_| "timing thread panicked".to_string());
+    let mut b = [7u8; 1];
+    let got = timed_on_thread(calls, pin, move || {
+        to.write_all(&b).map_err(|e| format!("to pipe-echo: {e}"))?;
+        from.read_exact(&mut b)
+            .map_err(|e| format!("from pipe-echo: {e}"))
+    });
     // The timing thread has dropped the child's stdin: it sees EOF and ends.
     let _ = child.wait();
-    got?
+    got
 }
 
 /// One transport's measurements in a scenario: every round's (mean, p99) in µs, and the
