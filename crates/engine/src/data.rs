@@ -48,6 +48,12 @@ const POOLED_RUNS: usize = 16;
 
 static RUN_POOL: Mutex<Vec<RunBuf>> = Mutex::new(Vec::new());
 
+/// One-block run buffers kept for the next change: a small file's last, partial block is
+/// copied into one (a zeroed allocation each time was as dear as the copy). At most this many.
+const POOLED_BLOCKS: usize = 64;
+
+static BLOCK_POOL: Mutex<Vec<RunBuf>> = Mutex::new(Vec::new());
+
 /// One run of a batch: its bytes copied here, or left in the buffer the change was made from.
 enum Run {
     Copied(RunBuf),
@@ -142,25 +148,30 @@ impl RunBuf {
 
 /// An empty run buffer for `want` bytes: a pooled one when `want` is a full run.
 fn run_buffer(want: usize) -> RunBuf {
-    if want == MAX_RUN {
-        if let Some(b) = RUN_POOL.lock().ok().and_then(|mut p| p.pop()) {
-            return b;
-        }
+    let pool = match want {
+        MAX_RUN => &RUN_POOL,
+        BLOCK_SIZE => &BLOCK_POOL,
+        _ => return RunBuf::new(want),
+    };
+    match pool.lock().ok().and_then(|mut p| p.pop()) {
+        Some(b) => b,
+        None => RunBuf::new(want),
     }
-    RunBuf::new(want)
 }
 
 impl Drop for Runs {
     fn drop(&mut self) {
-        let Ok(mut pool) = RUN_POOL.lock() else {
-            return;
-        };
         for (_, run) in self.runs.drain(..) {
-            if pool.len() >= POOLED_RUNS {
-                break;
-            }
-            if let Run::Copied(mut run) = run {
-                if run.room() == MAX_RUN {
+            let Run::Copied(mut run) = run else {
+                continue;
+            };
+            let (pool, most) = match run.room() {
+                MAX_RUN => (&RUN_POOL, POOLED_RUNS),
+                BLOCK_SIZE => (&BLOCK_POOL, POOLED_BLOCKS),
+                _ => continue,
+            };
+            if let Ok(mut pool) = pool.lock() {
+                if pool.len() < most {
                     run.len = 0;
                     pool.push(run);
                 }

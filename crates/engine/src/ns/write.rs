@@ -1092,9 +1092,16 @@ impl Fs {
         e: &mut Editing,
         data: &[u8],
     ) -> Result<()> {
+        // The area becomes the block addresses: cleared, unless it is clear already (a new
+        // file's, written for the first time).
         let r = e.inline_range();
-        if let Some(a) = e.block.get_mut(r) {
-            a.fill(0);
+        if e.block
+            .get(r.clone())
+            .is_some_and(|a| a.iter().any(|&b| b != 0))
+        {
+            if let Some(a) = e.block.get_mut(r) {
+                a.fill(0);
+            }
         }
         e.set_inline(e.inline() & !(inline_flags::INLINE_DATA | inline_flags::DATA_EXIST));
         e.inode = reparse(self, e.ino, &mut e.block)?;
@@ -1300,8 +1307,10 @@ impl Fs {
         while done < data.len() {
             let chunk_end = (fblk + 256).min(end.div_ceil(bs));
             // Whole blocks are borrowed from `data`; the partial first and last ones
-            // are merged with what the file holds there.
-            let mut edges: Vec<(u64, Block)> = Vec::new();
+            // are merged with what the file holds there. A partial block that starts the
+            // block and has nothing of the file after it (a file's new last block, the usual
+            // case) is taken as it is: the run pads it with zeros, without a merged copy.
+            let mut edges: Vec<(u64, Edge<'_>)> = Vec::new();
             for fb in [fblk, chunk_end - 1] {
                 let bstart = fb * bs;
                 let (lo, hi) = (offset.max(bstart), end.min(bstart + bs));
@@ -1309,21 +1318,27 @@ impl Fs {
                 if !partial || edges.iter().any(|(f, _)| *f == fb) {
                     continue;
                 }
-                let mut b = [0u8; BLOCK_SIZE];
-                let old = self.block_addr(e, fb)?;
-                if old != NULL_ADDR && old != NEW_ADDR && bstart < e.size() {
-                    b = self.vol().read_data_block(old.into(), "file data")?;
-                }
                 let src = data
                     .get((lo - offset) as usize..(hi - offset) as usize)
                     .unwrap_or(&[]);
+                let old = self.block_addr(e, fb)?;
+                let kept = old != NULL_ADDR && old != NEW_ADDR && bstart < e.size();
+                if lo == bstart && !kept {
+                    edges.push((fb, Edge::Short(src)));
+                    continue;
+                }
+                let mut b = [0u8; BLOCK_SIZE];
+                if kept {
+                    b = self.vol().read_data_block(old.into(), "file data")?;
+                }
                 put(&mut b, (lo - bstart) as usize, src);
-                edges.push((fb, b));
+                edges.push((fb, Edge::Merged(Box::new(b))));
             }
             let blocks = (fblk..chunk_end).map(|fb| {
                 let bstart = fb * bs;
                 match edges.iter().find(|(f, _)| *f == fb) {
-                    Some((_, b)) => (fb, Piece::Bytes(&b[..])),
+                    Some((_, Edge::Merged(b))) => (fb, Piece::Bytes(&b[..])),
+                    Some((_, Edge::Short(s))) => (fb, Piece::Bytes(s)),
                     None => (fb, Piece::Source((bstart - offset) as usize)),
                 }
             });
@@ -1350,8 +1365,15 @@ impl Fs {
     }
 }
 
-/// A block [`Fs::write_file_blocks_from`] writes: bytes of the caller's, or the whole block
-/// at a byte offset of the change's source.
+/// A partial first or last block of a write ([`Fs::write_plain_blocks`]): merged with what the
+/// file holds there, or the writer's bytes alone (padded with zeros when the run takes them).
+enum Edge<'a> {
+    Merged(Box<Block>),
+    Short(&'a [u8]),
+}
+
+/// A block [`Fs::write_file_blocks_from`] writes: bytes of the caller's (a block, or a shorter
+/// piece padded with zeros), or the whole block at a byte offset of the change's source.
 enum Piece<'a> {
     Bytes(&'a [u8]),
     Source(usize),
