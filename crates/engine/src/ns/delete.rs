@@ -234,6 +234,7 @@ impl Fs {
                 e.inode.file_type,
                 FileType::Regular | FileType::Directory | FileType::Symlink
             )
+            && !self.free_inode_slots(ws, &e)
         {
             self.punch(ws, &mut e, 0, u64::MAX)?;
         }
@@ -245,6 +246,37 @@ impl Fs {
         self.charge_quota(ino, e.was, None)?;
         ws.counts.valid_inodes = ws.counts.valid_inodes.saturating_sub(1);
         Ok(())
+    }
+
+    /// Frees the data blocks of a file being freed whose blocks are all in its inode's own
+    /// slots (a small uncompressed regular file: no node under it), reading the slots only:
+    /// the inode block goes with the file, so clearing its slots, its block count and its
+    /// extent hint, as [`Fs::punch`] does, would copy and edit a block nobody keeps. Returns
+    /// false, having done nothing, for any other file, which `punch` then frees.
+    fn free_inode_slots(&self, ws: &mut WriteState, e: &crate::ns::edit::Editing) -> bool {
+        let i = &e.inode;
+        if i.file_type != FileType::Regular
+            || i.compression.is_some()
+            || (0..5).any(|slot| e.nid_slot(slot) != 0)
+        {
+            return false;
+        }
+        // What `punch` notes of any file it frees blocks of.
+        self.needs_checkpoint(ws, e.ino);
+        ws.sync.relinked.insert(e.ino);
+        let first = e.addr_slot(0);
+        for k in 0..i.addrs_in_inode() {
+            match crate::ns::edit::get32(&e.block, first + 4 * k) {
+                NULL_ADDR => continue,
+                // Reserved by fallocate: counted, no block behind it.
+                NEW_ADDR => {}
+                addr => {
+                    ws.segs.invalidate(addr);
+                }
+            }
+            ws.counts.valid_blocks = ws.counts.valid_blocks.saturating_sub(1);
+        }
+        true
     }
 
     /// Frees node `nid` of the inode being edited (one block fewer in its i_blocks).
