@@ -1092,16 +1092,9 @@ impl Fs {
         e: &mut Editing,
         data: &[u8],
     ) -> Result<()> {
-        // The area becomes the block addresses: cleared, unless it is clear already (a new
-        // file's, written for the first time).
         let r = e.inline_range();
-        if e.block
-            .get(r.clone())
-            .is_some_and(|a| a.iter().any(|&b| b != 0))
-        {
-            if let Some(a) = e.block.get_mut(r) {
-                a.fill(0);
-            }
+        if let Some(a) = e.block.get_mut(r) {
+            a.fill(0);
         }
         e.set_inline(e.inline() & !(inline_flags::INLINE_DATA | inline_flags::DATA_EXIST));
         e.inode = reparse(self, e.ino, &mut e.block)?;
