@@ -264,18 +264,14 @@ impl Fs {
         // What `punch` notes of any file it frees blocks of.
         self.needs_checkpoint(ws, e.ino);
         ws.sync.relinked.insert(e.ino);
-        let first = e.addr_slot(0);
-        for k in 0..i.addrs_in_inode() {
-            match crate::ns::edit::get32(&e.block, first + 4 * k) {
-                NULL_ADDR => continue,
-                // Reserved by fallocate: counted, no block behind it.
-                NEW_ADDR => {}
-                addr => {
-                    ws.segs.invalidate(addr);
-                }
-            }
-            ws.counts.valid_blocks = ws.counts.valid_blocks.saturating_sub(1);
-        }
+        let slots = crate::ns::edit::set_slots(&e.block, e.addr_slot(0), 0..i.addrs_in_inode());
+        let mut counted = 0u64;
+        // NEW_ADDR, reserved by fallocate, is counted but has no block behind it.
+        let blocks = slots
+            .inspect(|_| counted += 1)
+            .filter_map(|(_, addr)| (addr != NEW_ADDR).then_some(addr));
+        ws.segs.invalidate_all(blocks);
+        ws.counts.valid_blocks = ws.counts.valid_blocks.saturating_sub(counted);
         true
     }
 
@@ -358,14 +354,11 @@ impl Fs {
         // Most slots of a small file's inode are empty: only the others are freed and
         // cleared (freeing a 16 KiB file walked all 923 slots).
         let first = e.addr_slot(0);
-        for i in start.min(a)..end.min(a) {
-            let at = first + 4 * i as usize;
-            let addr = crate::ns::edit::get32(&e.block, at);
-            if addr == NULL_ADDR {
-                continue;
-            }
+        let range = start.min(a) as usize..end.min(a) as usize;
+        let set: Vec<(usize, u32)> = crate::ns::edit::set_slots(&e.block, first, range).collect();
+        for (i, addr) in set {
             self.free_addr(ws, e, addr);
-            e.set_u32(at, NULL_ADDR);
+            e.set_u32(first + 4 * i, NULL_ADDR);
         }
         let mut base = a;
         // Spans of the five i_nid slots and how deep each goes.
