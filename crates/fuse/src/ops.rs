@@ -776,7 +776,20 @@ impl Filesystem for Volume {
                 }
             };
             let perm = mode.map(|m| (m & 0o7777) as u16);
-            if perm.is_some() || owner.is_some() || atime.is_some() || mtime.is_some() {
+            // The kernel's own flush of the times it keeps (writeback cache): modification
+            // and change time and nothing else. One overtaken by a newer SETATTR of the same
+            // file is not stored (`Fs::set_kept_times`).
+            let kept = match (mtime, ctime) {
+                (Some(m), Some(c))
+                    if size.is_none() && owner.is_none() && perm.is_none() && atime.is_none() =>
+                {
+                    Some((from_time(m), from_time(TimeOrNow::SpecificTime(c))))
+                }
+                _ => None,
+            };
+            if let Some((m, c)) = kept {
+                self.fs.set_kept_times(nid, m, c).map_err(errno)?;
+            } else if perm.is_some() || owner.is_some() || atime.is_some() || mtime.is_some() {
                 // A change time comes only from a kernel that keeps a regular file's times
                 // (the writeback cache): it is the one it showed, so it is the one kept.
                 let ctime = ctime.map(|t| from_time(TimeOrNow::SpecificTime(t)));

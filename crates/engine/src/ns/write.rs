@@ -442,6 +442,33 @@ impl Fs {
         })
     }
 
+    /// Stores the modification and change times a FUSE kernel kept for `ino` (writeback
+    /// cache) and now sends on their own, unless both are older than the ones stored: such a
+    /// SETATTR was overtaken by a newer one. The kernel sends a file's kept times from its
+    /// writeback (not under the file's lock) while a truncation or a `touch` of the same file
+    /// may send newer ones; served by two threads, the older could land last and the image
+    /// keep it while `stat` showed the newer (the clean-clone CI run's `posix_judges` saw an
+    /// fsx file's mtime 4.7 ms older after the unmount). A time set back on purpose (`touch
+    /// -d`) comes with a new change time, so it is stored. Returns whether the times were
+    /// stored.
+    pub fn set_kept_times(&self, ino: u32, mtime: (i64, u32), ctime: (i64, u32)) -> Result<bool> {
+        self.live(ino)?;
+        self.changing(0, |_| {
+            self.live(ino)?;
+            let mut e = self.edit(ino)?;
+            let held = |t: uf2fs_format::inode::Time| (t.sec, t.nsec);
+            if held(e.inode.mtime) > mtime && held(e.inode.ctime) > ctime {
+                return Ok(false);
+            }
+            e.set_u64(48, mtime.0 as u64);
+            e.set_u32(64, mtime.1);
+            e.set_u64(40, ctime.0 as u64);
+            e.set_u32(60, ctime.1);
+            self.commit(e)?;
+            Ok(true)
+        })
+    }
+
     /// The inode flags as FS_IOC_GETFLAGS reports them (Linux 6.1's f2fs: the gettable
     /// `i_flags` bits, which share the FS_*_FL values, plus FS_INLINE_DATA_FL for an inode
     /// with inline data or dentries).
