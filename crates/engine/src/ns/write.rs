@@ -410,36 +410,13 @@ impl Fs {
         mtime: Option<(i64, u32)>,
         ctime: Option<(i64, u32)>,
     ) -> Result<()> {
-        // An inode freed already is answered without the write lock and the room check: a
-        // kernel with the writeback cache sends the times of every file it unlinks (in
-        // `rm -rf`, one SETATTR per file, after its UNLINK).
-        self.live(ino)?;
-        self.changing(0, |_| {
-            self.live(ino)?;
-            let mut e = self.edit(ino)?;
-            if let Some(p) = perm {
-                let mode = (e.inode.mode & 0o170000) | (p & 0o7777);
-                put(&mut e.block[..], 0, &mode.to_le_bytes());
-            }
-            if let Some((u, g)) = owner {
-                e.set_u32(4, u);
-                e.set_u32(8, g);
-            }
-            e.touch(false);
-            if let Some((s, ns)) = atime {
-                e.set_u64(32, s as u64);
-                e.set_u32(56, ns);
-            }
-            if let Some((s, ns)) = mtime {
-                e.set_u64(48, s as u64);
-                e.set_u32(64, ns);
-            }
-            if let Some((s, ns)) = ctime {
-                e.set_u64(40, s as u64);
-                e.set_u32(60, ns);
-            }
-            self.commit(e)
-        })
+        let times = Times {
+            atime,
+            mtime,
+            ctime,
+        };
+        self.change_attrs(ino, perm, owner, times, false)
+            .map(|_| ())
     }
 
     /// Stores the modification and change times a FUSE kernel kept for `ino` (writeback
@@ -452,18 +429,59 @@ impl Fs {
     /// -d`) comes with a new change time, so it is stored. Returns whether the times were
     /// stored.
     pub fn set_kept_times(&self, ino: u32, mtime: (i64, u32), ctime: (i64, u32)) -> Result<bool> {
+        let times = Times {
+            atime: None,
+            mtime: Some(mtime),
+            ctime: Some(ctime),
+        };
+        self.change_attrs(ino, None, None, times, true)
+    }
+
+    /// [`Fs::set_attr_at`] and [`Fs::set_kept_times`]: with `unless_overtaken`, nothing is
+    /// stored when both the given modification and change times are older than the inode's
+    /// (returns false then).
+    fn change_attrs(
+        &self,
+        ino: u32,
+        perm: Option<u16>,
+        owner: Option<(u32, u32)>,
+        t: Times,
+        unless_overtaken: bool,
+    ) -> Result<bool> {
+        // An inode freed already is answered without the write lock and the room check: a
+        // kernel with the writeback cache sends the times of every file it unlinks (in
+        // `rm -rf`, one SETATTR per file, after its UNLINK).
         self.live(ino)?;
         self.changing(0, |_| {
             self.live(ino)?;
             let mut e = self.edit(ino)?;
-            let held = |t: uf2fs_format::inode::Time| (t.sec, t.nsec);
-            if held(e.inode.mtime) > mtime && held(e.inode.ctime) > ctime {
-                return Ok(false);
+            if unless_overtaken {
+                let held = |t: uf2fs_format::inode::Time| Some((t.sec, t.nsec));
+                if held(e.inode.mtime) > t.mtime && held(e.inode.ctime) > t.ctime {
+                    return Ok(false);
+                }
             }
-            e.set_u64(48, mtime.0 as u64);
-            e.set_u32(64, mtime.1);
-            e.set_u64(40, ctime.0 as u64);
-            e.set_u32(60, ctime.1);
+            if let Some(p) = perm {
+                let mode = (e.inode.mode & 0o170000) | (p & 0o7777);
+                put(&mut e.block[..], 0, &mode.to_le_bytes());
+            }
+            if let Some((u, g)) = owner {
+                e.set_u32(4, u);
+                e.set_u32(8, g);
+            }
+            e.touch(false);
+            if let Some((s, ns)) = t.atime {
+                e.set_u64(32, s as u64);
+                e.set_u32(56, ns);
+            }
+            if let Some((s, ns)) = t.mtime {
+                e.set_u64(48, s as u64);
+                e.set_u32(64, ns);
+            }
+            if let Some((s, ns)) = t.ctime {
+                e.set_u64(40, s as u64);
+                e.set_u32(60, ns);
+            }
             self.commit(e)?;
             Ok(true)
         })
@@ -1383,6 +1401,14 @@ impl Fs {
             (AllocMode::Adaptive, IpuPolicy::Fsync) => synced && blocks <= MIN_FSYNC_BLOCKS,
         }
     }
+}
+
+/// Access, modification and change times to store, as (seconds, nanoseconds); `None` keeps
+/// the inode's (the change time then moves to now).
+struct Times {
+    atime: Option<(i64, u32)>,
+    mtime: Option<(i64, u32)>,
+    ctime: Option<(i64, u32)>,
 }
 
 /// A partial first or last block of a write ([`Fs::write_plain_blocks`]): merged with what the
