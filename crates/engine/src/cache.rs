@@ -5,6 +5,7 @@
 //! nodes from the dirty map itself and keeps no copy of them. A leaf: the rooms that keep
 //! caches read their share here.
 
+use foldhash::HashMap;
 use uf2fs_format::BLOCK_SIZE;
 
 /// The default bound: 64 MiB, for a small machine.
@@ -61,7 +62,7 @@ impl CacheCaps {
 /// one path that skipped it (nodes dirtied or written by a checkpoint) once let the node
 /// cache keep every new inode.
 pub(crate) fn insert_bounded<K: std::hash::Hash + Eq, V>(
-    map: &mut std::collections::HashMap<K, V>,
+    map: &mut HashMap<K, V>,
     cap: usize,
     key: K,
     value: V,
@@ -103,7 +104,7 @@ mod tests {
 
     #[test]
     fn a_full_cache_keeps_three_quarters_and_stays_bounded() {
-        let mut m = std::collections::HashMap::new();
+        let mut m = HashMap::default();
         for k in 0..10_000u32 {
             insert_bounded(&mut m, 1000, k, k);
             assert!(m.len() <= 1000);

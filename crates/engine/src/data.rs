@@ -8,7 +8,8 @@
 //! Also here: writing blocks as runs of contiguous addresses, one device request each.
 
 use crate::error::{Error, Result};
-use std::collections::{BTreeMap, HashMap};
+use foldhash::HashMap;
+use std::collections::BTreeMap;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use uf2fs_device::{BlockDevice, IoCause};
 use uf2fs_format::{Block, BLOCK_SIZE};

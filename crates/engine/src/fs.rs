@@ -10,7 +10,7 @@ use crate::space::sit::{read_sit, usage, SegmentUsage};
 use crate::space::Space;
 use crate::state::{Counts, Orphans, WriteState};
 use crate::vol::{Extent, Fs, Options, Vol};
-use std::collections::{HashMap, HashSet};
+use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
 use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};

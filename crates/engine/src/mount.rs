@@ -6,7 +6,7 @@
 //! and summary blocks read and checked against the geometry.
 
 use crate::error::{Error, Result};
-use std::collections::HashMap;
+use foldhash::HashMap;
 use uf2fs_device::{BlockDevice, IoCause};
 use uf2fs_format::checkpoint::{self, flags, version_after, Checkpoint, CpBlock};
 use uf2fs_format::nat::{parse_nat_journal, NatEntry};

@@ -5,7 +5,7 @@
 
 use crate::durability::state::{CheckpointState, FsyncState};
 use crate::space::Space;
-use std::collections::HashMap;
+use foldhash::HashMap;
 
 /// The writable side of a mounted volume: everything a checkpoint records.
 pub(crate) struct WriteState {

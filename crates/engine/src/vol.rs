@@ -6,7 +6,7 @@ use crate::error::{Error, Result};
 use crate::node::nat::Nat;
 use crate::node::Nodes;
 use crate::state::WriteState;
-use std::collections::HashMap;
+use foldhash::HashMap;
 use std::sync::{Arc, Mutex};
 use uf2fs_device::{BlockDevice, IoCause};
 use uf2fs_format::checkpoint::Checkpoint;

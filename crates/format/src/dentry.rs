@@ -5,7 +5,7 @@
 
 use crate::inode::{FileType, MAX_NAME_LEN};
 use crate::BLOCK_SIZE;
-use crate::{le16, le32, test_bit_lsb};
+use crate::{le16, le32, next_bit_lsb, test_bit_lsb};
 
 pub const NR_DENTRY_IN_BLOCK: usize = 214;
 pub const DENTRY_BITMAP_SIZE: usize = 27;
@@ -98,6 +98,18 @@ impl<'a> DentryArea<'a> {
         DentryIter {
             area: *self,
             slot: 0,
+            hash: None,
+        }
+    }
+
+    /// [`DentryArea::iter`] for a lookup: only the entries whose stored hash is `hash`. The
+    /// others are checked as far as passing over them needs (their name's length and slots)
+    /// and not handed out, so a lookup in a full area does not look at their names.
+    pub fn iter_hash(&self, hash: u32) -> DentryIter<'a> {
+        DentryIter {
+            area: *self,
+            slot: 0,
+            hash: Some(hash),
         }
     }
 }
@@ -105,6 +117,8 @@ impl<'a> DentryArea<'a> {
 pub struct DentryIter<'a> {
     area: DentryArea<'a>,
     slot: usize,
+    /// Only entries with this hash ([`DentryArea::iter_hash`]).
+    hash: Option<u32>,
 }
 
 impl<'a> Iterator for DentryIter<'a> {
@@ -112,12 +126,7 @@ impl<'a> Iterator for DentryIter<'a> {
 
     fn next(&mut self) -> Option<Self::Item> {
         let a = self.area;
-        while self.slot < a.slots {
-            let slot = self.slot;
-            if !a.is_used(slot) {
-                self.slot += 1;
-                continue;
-            }
+        while let Some(slot) = next_bit_lsb(a.bitmap, self.slot, a.slots) {
             let Some((hash, ino, name_len, code)) = a.raw_entry(slot) else {
                 self.slot = a.slots;
                 return Some(Err(DentryError {
@@ -127,7 +136,7 @@ impl<'a> Iterator for DentryIter<'a> {
             };
             let len = usize::from(name_len);
             if len == 0 {
-                self.slot += 1;
+                self.slot = slot + 1;
                 continue;
             }
             let nslots = slots_for(len);
@@ -146,7 +155,10 @@ impl<'a> Iterator for DentryIter<'a> {
                     why: "name outside the area",
                 }));
             };
-            self.slot += nslots;
+            self.slot = slot + nslots;
+            if self.hash.is_some_and(|h| h != hash) {
+                continue;
+            }
             return Some(Ok(DirEntry {
                 slot,
                 hash,
@@ -155,6 +167,7 @@ impl<'a> Iterator for DentryIter<'a> {
                 file_type: FileType::from_dentry_code(code),
             }));
         }
+        self.slot = a.slots;
         None
     }
 }

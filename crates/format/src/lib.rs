@@ -65,6 +65,25 @@ pub fn test_bit_lsb(map: &[u8], n: usize) -> bool {
     map.get(n / 8).is_some_and(|b| b & (1 << (n % 8)) != 0)
 }
 
+/// The first bit set in `map` (least significant bit first, as [`test_bit_lsb`]) at or after
+/// `from` and before `end`, a byte at a time: a dentry area's free slots are passed over
+/// eight at a time instead of one by one.
+pub fn next_bit_lsb(map: &[u8], from: usize, end: usize) -> Option<usize> {
+    let mut byte = from / 8;
+    let mut bits = map.get(byte)? & (0xffu8 << (from % 8));
+    loop {
+        if bits != 0 {
+            let n = byte * 8 + bits.trailing_zeros() as usize;
+            return (n < end).then_some(n);
+        }
+        byte += 1;
+        if byte * 8 >= end {
+            return None;
+        }
+        bits = *map.get(byte)?;
+    }
+}
+
 /// Copies a fixed-size array out of a slice that is known to be long enough, or fails with
 /// the given corruption kind.
 pub(crate) fn slice_at(
@@ -101,4 +120,24 @@ pub fn le64(b: &[u8], at: usize) -> Option<u64> {
         .try_into()
         .ok()
         .map(u64::from_le_bytes)
+}
+
+#[cfg(test)]
+mod bit_tests {
+    use super::{next_bit_lsb, test_bit_lsb};
+    use proptest::prelude::*;
+
+    proptest! {
+        /// `next_bit_lsb` finds what a look at every bit from `from` on finds, for maps
+        /// shorter, as long as and longer than `end` covers.
+        #[test]
+        fn next_bit_is_the_first_set_bit_a_scan_finds(
+            map in proptest::collection::vec(any::<u8>().prop_map(|b| b & b.rotate_left(3)), 0..40),
+            from in 0usize..330,
+            end in 0usize..330,
+        ) {
+            let scan = (from..end).find(|&n| test_bit_lsb(&map, n));
+            prop_assert_eq!(next_bit_lsb(&map, from, end), scan);
+        }
+    }
 }

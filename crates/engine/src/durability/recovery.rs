@@ -32,7 +32,7 @@ use crate::mount::read_block;
 use crate::ns::edit::{reparse, Editing};
 use crate::state::WriteState;
 use crate::vol::Fs;
-use std::collections::HashMap;
+use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
 use uf2fs_device::{BlockDevice, IoCause};
 use uf2fs_format::checkpoint::{Checkpoint, CURSEG_WARM_NODE};
 use uf2fs_format::inode::{inline_flags, FileType, Inode, I_ADDR_OFFSET, I_NID_OFFSET};
@@ -72,7 +72,7 @@ pub(crate) fn read_chain(
         None => return Ok(Vec::new()),
     };
     let limit = u64::from(layout.main_segments) * u64::from(BLOCKS_PER_SEG);
-    let mut seen = std::collections::HashSet::new();
+    let mut seen = HashSet::new();
     let mut chain = Vec::new();
     while layout.in_main(addr) && u64::from(addr) < dev.block_count() {
         if !seen.insert(addr) || chain.len() as u64 >= limit {

@@ -4,7 +4,8 @@
 //! lock's `WriteState` can hold it without the rest of the engine depending on checkpoints.
 
 use crate::space::Log;
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use foldhash::HashSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Instant;
 use uf2fs_format::checkpoint::{flags, RawCheckpoint};

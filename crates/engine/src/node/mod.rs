@@ -11,7 +11,8 @@ use crate::error::Result;
 use crate::mount::read_block;
 use crate::node::nat::Nat;
 use crate::space::Log;
-use std::collections::{BTreeMap, HashMap};
+use foldhash::{HashMap, HashSet, HashSetExt};
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use uf2fs_device::{BlockDevice, IoCause};
 use uf2fs_format::node::Footer;
@@ -70,7 +71,7 @@ pub(crate) struct Nodes {
     /// Dirty nodes that only the cleaner changed (a node it moved, or a direct node whose
     /// data it moved). An fsync need not write them: the blocks the last checkpoint's copy
     /// points at stay on the device until the next checkpoint, which writes these.
-    gc_only: Mutex<std::collections::HashSet<u32>>,
+    gc_only: Mutex<HashSet<u32>>,
 }
 
 /// The clean node blocks, and the last [`CHANGE_LOG`] moves of the epoch with the node each
@@ -128,7 +129,7 @@ impl Nodes {
             cache_cap: crate::cache::CacheCaps::default_caps().nodes,
             epoch: std::sync::atomic::AtomicU64::new(0),
             dirty: Mutex::new(Dirty::default()),
-            gc_only: Mutex::new(std::collections::HashSet::new()),
+            gc_only: Mutex::new(HashSet::new()),
         }
     }
 
@@ -214,8 +215,8 @@ impl Nodes {
     fn keep_read(&self, epoch: u64, got: impl IntoIterator<Item = (u32, Arc<Block>)>) {
         let Ok(mut c) = self.cache.lock() else { return };
         let now = self.epoch.load(std::sync::atomic::Ordering::Acquire);
-        let changed: std::collections::HashSet<u32> = if now == epoch {
-            std::collections::HashSet::new()
+        let changed: HashSet<u32> = if now == epoch {
+            HashSet::new()
         } else {
             // The log must hold every move after `epoch`: the first one is `epoch + 1`.
             if c.changes.front().is_none_or(|&(e, _)| e > epoch + 1) {

@@ -11,7 +11,8 @@
 
 use crate::error::{Error, Result};
 use crate::mount::read_block;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use foldhash::{HashMap, HashMapExt};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 use uf2fs_device::{BlockDevice, IoCause};
 use uf2fs_format::nat::{

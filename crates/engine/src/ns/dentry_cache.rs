@@ -15,7 +15,8 @@
 //! (`Vol::dir_blocks`). This file is the store alone, a leaf; the readers, and the changes
 //! that fill and flush it, are in `ns/dir.rs`.
 
-use std::collections::{BTreeMap, HashMap};
+use foldhash::HashMap;
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use uf2fs_format::{Block, COMPRESS_ADDR, NEW_ADDR, NULL_ADDR};

@@ -115,15 +115,21 @@ impl Vol {
         Ok(())
     }
 
-    /// Calls `f` for each entry of one dentry area; stops early on `Break`.
+    /// Calls `f` for each entry of one dentry area (with `hash`, only for the entries that
+    /// store it); stops early on `Break`.
     fn scan_area(
         &self,
         dir: &Inode,
         area: DentryArea<'_>,
         block: u64,
+        hash: Option<u32>,
         f: &mut Each,
     ) -> Result<ControlFlow<()>> {
-        for e in area.iter() {
+        let entries = match hash {
+            Some(h) => area.iter_hash(h),
+            None => area.iter(),
+        };
+        for e in entries {
             let e = e.map_err(|d| CorruptKind::Dentry {
                 ino: dir.ino,
                 block,
@@ -209,7 +215,7 @@ impl Vol {
         if dir.has_inline_dentry() {
             if from_block == 0 {
                 let area = DentryArea::inline(dir.inline_area());
-                let _stopped = self.scan_area(dir, area, 0, &mut |e| f(0, e))?;
+                let _stopped = self.scan_area(dir, area, 0, None, &mut |e| f(0, e))?;
             }
             return Ok(());
         }
@@ -225,7 +231,9 @@ impl Vol {
             nblocks = dir_blocks(&now.dir);
             for (fblk, b) in now.iter() {
                 if self
-                    .scan_area(&now.dir, DentryArea::block(b), fblk, &mut |e| f(fblk, e))?
+                    .scan_area(&now.dir, DentryArea::block(b), fblk, None, &mut |e| {
+                        f(fblk, e)
+                    })?
                     .is_break()
                 {
                     return Ok(());
@@ -264,7 +272,7 @@ impl Vol {
         if dir.has_inline_dentry() {
             let h = q.inline_hash().then_some(hash);
             let area = DentryArea::inline(dir.inline_area());
-            let _stopped = self.scan_area(dir, area, 0, &mut finder(&mut found, q, h, None))?;
+            let _stopped = self.scan_area(dir, area, 0, h, &mut finder(&mut found, q, h, None))?;
             return found.ok_or(Error::NotFound);
         }
         let nblocks = dir_blocks(dir);
@@ -280,6 +288,7 @@ impl Vol {
                     dir,
                     DentryArea::block(b),
                     fblk,
+                    Some(hash),
                     &mut finder(&mut found, q, Some(hash), Some(fblk)),
                 )?;
                 if let (ControlFlow::Break(()), Some(f)) = (flow, found.take()) {

@@ -23,7 +23,7 @@
 //! stays what it was, and the holes only spare the free sections it keeps.)
 
 use crate::victim::{Kind, PickOptions, Policy, VictimIndex};
-use std::collections::HashMap;
+use foldhash::{HashMap, HashMapExt};
 use uf2fs_format::BLOCKS_PER_SEG;
 
 /// A segment's 512-bit block map, as in its SIT entry.
