@@ -213,7 +213,7 @@ impl Fs {
         self.vol
             .write
             .as_ref()
-            .ok_or(Error::ReadOnly("the volume is mounted read-only".into()))?
+            .ok_or_else(|| Error::ReadOnly("the volume is mounted read-only".into()))?
             .lock()
             .map_err(|_| Error::InvalidArgument("internal lock poisoned by an earlier failure"))
     }

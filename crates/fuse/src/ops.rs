@@ -5,6 +5,7 @@
 //! served at once: reads share the engine without locks, and changes serialise on the engine's
 //! write lock (docs/design.md, "The mount").
 
+use foldhash::{HashMap, HashMapExt};
 use fuser::{
     AccessFlags, CopyFileRangeFlags, Errno, FileAttr, FileHandle, FileType as FuseType, Filesystem,
     FopenFlags, Generation, INodeNo, InitFlags, KernelConfig, LockOwner, Notifier, OpenFlags,
@@ -12,7 +13,6 @@ use fuser::{
     ReplyEntry, ReplyLseek, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow,
     WriteFlags,
 };
-use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::ops::ControlFlow;
 use std::os::unix::ffi::OsStrExt;

@@ -192,10 +192,12 @@ pub(crate) fn encoded_len(changes: &[XattrChange]) -> usize {
 
 /// Checks an xattr change (namespace, name and value sizes, ACL form) before any lock is taken.
 pub(crate) fn prepare(name: &[u8], value: Option<&[u8]>) -> Result<XattrChange> {
-    let (idx, stored) = split_name(name).ok_or(Error::Unsupported(format!(
-        "xattr namespace of {:?} is not supported",
-        String::from_utf8_lossy(name)
-    )))?;
+    let (idx, stored) = split_name(name).ok_or_else(|| {
+        Error::Unsupported(format!(
+            "xattr namespace of {:?} is not supported",
+            String::from_utf8_lossy(name)
+        ))
+    })?;
     if stored.len() > 255 {
         return Err(Error::NameTooLong);
     }
