@@ -195,18 +195,66 @@ impl Nodes {
     /// `cache_size`).
     fn cached(&self, nid: u32, b: Option<Arc<Block>>) {
         if let Ok(mut c) = self.cache.lock() {
-            match b {
-                Some(b) => crate::cache::insert_bounded(&mut c.blocks, self.cache_cap, nid, b),
-                None => {
-                    c.blocks.remove(&nid);
-                }
-            }
-            let now = self.epoch.fetch_add(1, std::sync::atomic::Ordering::AcqRel) + 1;
-            if c.changes.len() >= CHANGE_LOG {
-                c.changes.pop_front();
-            }
-            c.changes.push_back((now, nid));
+            self.cached_locked(&mut c, nid, b);
         }
+    }
+
+    /// [`Nodes::cached`] with the cache's lock held.
+    fn cached_locked(&self, c: &mut Cache, nid: u32, b: Option<Arc<Block>>) {
+        match b {
+            Some(b) => crate::cache::insert_bounded(&mut c.blocks, self.cache_cap, nid, b),
+            None => {
+                c.blocks.remove(&nid);
+            }
+        }
+        let now = self.epoch.fetch_add(1, std::sync::atomic::Ordering::AcqRel) + 1;
+        if c.changes.len() >= CHANGE_LOG {
+            c.changes.pop_front();
+        }
+        c.changes.push_back((now, nid));
+    }
+
+    /// Changes dirty node `nid` where it lies instead of in a copy, when nothing but the dirty
+    /// map and the clean cache holds its block: no reader, no checkpoint's or fsync's
+    /// snapshot, no parsed inode. `change` runs under the dirty map's lock, which every reader
+    /// of a dirty node takes to find it, so a reader meets the block before the change or
+    /// after it, never in the middle. `change` returns the log the node goes to when it
+    /// changed the block, `None` when it left it as it was. The answer is whether it changed
+    /// it, or `None` (nothing done) when the node is not dirty or its block is shared: the
+    /// caller then edits a copy ([`NodeBuf`]).
+    pub fn change_in_place(
+        &self,
+        nid: u32,
+        change: impl FnOnce(&mut Block) -> Option<Log>,
+    ) -> Option<bool> {
+        let mut d = self.dirty.lock().ok()?;
+        let mut c = self.cache.lock().ok()?;
+        let (b, _) = d.map.get_mut(&nid)?;
+        // The clean cache shares the dirty block (`keep_dirty`): it lets go for the change
+        // and takes the block back after.
+        let was_cached = c.blocks.remove(&nid).is_some();
+        let Some(block) = Arc::get_mut(b) else {
+            if was_cached {
+                c.blocks.insert(nid, b.clone());
+            }
+            return None;
+        };
+        let Some(log) = change(block) else {
+            if was_cached {
+                c.blocks.insert(nid, b.clone());
+            }
+            return Some(false);
+        };
+        let b = b.clone();
+        d.insert(nid, b.clone(), log);
+        self.cached_locked(&mut c, nid, Some(b));
+        drop(c);
+        drop(d);
+        // Changed by a writer: no longer the cleaner's alone (as `put_dirty`).
+        if let Ok(mut g) = self.gc_only.lock() {
+            g.remove(&nid);
+        }
+        Some(true)
     }
 
     /// Caches blocks a reader fetched from the device since `epoch`: each unless its node
@@ -662,5 +710,66 @@ mod tests {
         }
         n.keep_read(epoch, [(8, block(1))]);
         assert_eq!(cached_mark(&n, 8), None);
+    }
+
+    fn dirty_mark(n: &Nodes, nid: u32) -> Option<(u8, Log)> {
+        n.dirty
+            .lock()
+            .unwrap()
+            .map
+            .get(&nid)
+            .map(|(b, l)| (b[0], *l))
+    }
+
+    /// A dirty node nobody else holds is changed where it lies: the dirty map and the cache
+    /// keep the same block, now changed, and the log the change names. A node someone holds
+    /// (a reader, a checkpoint's snapshot) or a clean one is left alone, and the holder's
+    /// view never moves.
+    #[test]
+    fn a_dirty_node_is_changed_in_place_only_when_no_one_else_holds_it() {
+        let n = Nodes::new();
+        n.put_dirty(9, block(1), Log::WarmNode).unwrap();
+        let before = n.epoch.load(std::sync::atomic::Ordering::Acquire);
+        let reader = n.dirty.lock().unwrap().map.get(&9).unwrap().0.clone();
+        let mut ran = false;
+        assert_eq!(
+            n.change_in_place(9, |b| {
+                ran = true;
+                b[0] = 2;
+                Some(Log::HotNode)
+            }),
+            None,
+            "changed a block a reader holds"
+        );
+        assert!(!ran);
+        assert_eq!(reader[0], 1);
+        assert_eq!(cached_mark(&n, 9), Some(1), "the cache lost the node");
+        drop(reader);
+        assert_eq!(
+            n.change_in_place(9, |b| {
+                b[0] = 2;
+                Some(Log::HotNode)
+            }),
+            Some(true)
+        );
+        assert_eq!(dirty_mark(&n, 9), Some((2, Log::HotNode)));
+        assert_eq!(cached_mark(&n, 9), Some(2));
+        assert_eq!(
+            n.dirty_by_log(),
+            [1, 0, 0],
+            "the node's log count did not move"
+        );
+        assert!(
+            n.epoch.load(std::sync::atomic::Ordering::Acquire) > before,
+            "the epoch did not move"
+        );
+        // A change that leaves the block as it was says so and changes nothing.
+        assert_eq!(n.change_in_place(9, |_| None), Some(false));
+        assert_eq!(dirty_mark(&n, 9), Some((2, Log::HotNode)));
+        assert_eq!(cached_mark(&n, 9), Some(2));
+        // A clean node is not changed here.
+        n.cached(10, Some(block(1)));
+        assert_eq!(n.change_in_place(10, |_| Some(Log::WarmNode)), None);
+        assert_eq!(cached_mark(&n, 10), Some(1));
     }
 }
