@@ -569,6 +569,39 @@ fn xattr_changes_and_fsync() {
     sweep("xattr_changes_and_fsync", r);
 }
 
+/// Permission bits and owners changed between writes, fsyncs, an fdatasync and a sync. A
+/// change to an inode that is dirty and held by no one else is made in its block rather than
+/// in a copy (`Nodes::change_in_place`); one to an inode a checkpoint just wrote takes a copy.
+/// Either way an fsync acknowledges the mode and owner with the bytes (roll-forward recovery
+/// restores them from the fsynced inode), an fdatasync only the bytes.
+#[test]
+fn attribute_changes_and_fsync() {
+    let mut r = Run::new();
+    let mut rng = Rng::new(9);
+    let f = r.create("a");
+    r.write(f, 0, &bytes(&mut rng, 3000));
+    r.set_attrs(f, 0o600, Some((1000, 1000)));
+    r.set_attrs(f, 0o640, None);
+    r.fsync(f, false);
+    r.set_attrs(f, 0o755, None);
+    r.write(f, 3000, &bytes(&mut rng, 5000));
+    r.set_attrs(f, 0o750, Some((1001, 100)));
+    r.fsync(f, true); // fdatasync: the bytes are acknowledged, not the mode and owner
+    let g = r.create("b");
+    r.set_attrs(g, 0o604, None);
+    r.fsync(g, false);
+    r.set_attrs(f, 0o700, Some((0, 0)));
+    r.sync();
+    // Clean after the checkpoint: the first change copies the block, the next is in place.
+    r.set_attrs(g, 0o6755, Some((7, 8)));
+    r.set_attrs(g, 0o644, None);
+    r.append(g, &bytes(&mut rng, 700));
+    r.fsync(g, false);
+    r.set_attrs(f, 0o711, None);
+    r.fsync(f, false);
+    sweep("attribute_changes_and_fsync", r);
+}
+
 #[test]
 fn random_mix() {
     random_mix_on("random_mix", Run::new());

@@ -37,7 +37,29 @@ pub enum State {
     File {
         data: Vec<u8>,
         xattrs: BTreeMap<Vec<u8>, Vec<u8>>,
+        attrs: Attrs,
     },
+}
+
+/// A file's permission bits and owner: what an fsync acknowledges with its xattrs, and an
+/// fdatasync does not.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Attrs {
+    pub perm: u16,
+    pub uid: u32,
+    pub gid: u32,
+}
+
+impl Default for Attrs {
+    /// A new file's ([`file_mode`]).
+    fn default() -> Attrs {
+        let n = file_mode();
+        Attrs {
+            perm: n.mode & 0o7777,
+            uid: n.uid,
+            gid: n.gid,
+        }
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -52,7 +74,7 @@ pub struct Version {
 pub enum Covers {
     /// Presence and bytes (fdatasync).
     Data,
-    /// Presence, bytes and xattrs (fsync, sync).
+    /// Presence, bytes, xattrs, permission bits and owner (fsync, sync).
     All,
 }
 
@@ -76,6 +98,7 @@ pub struct History {
 pub struct Ino {
     pub data: Vec<u8>,
     pub xattrs: BTreeMap<Vec<u8>, Vec<u8>>,
+    pub attrs: Attrs,
     pub names: BTreeSet<String>,
 }
 
@@ -108,6 +131,7 @@ impl Model {
         State::File {
             data: f.data.clone(),
             xattrs: f.xattrs.clone(),
+            attrs: f.attrs,
         }
     }
 
@@ -294,6 +318,20 @@ impl Run {
             .unwrap_or_else(|e| panic!("setxattr ino {ino} {name}: {e}"));
         let f = self.m.files.get_mut(&ino).unwrap();
         f.xattrs.insert(name.as_bytes().to_vec(), value.to_vec());
+        self.m.file_changed(ino, begun);
+    }
+
+    /// Sets the permission bits and, when given, the owner of `ino` (a SETATTR).
+    pub fn set_attrs(&mut self, ino: u32, perm: u16, owner: Option<(u32, u32)>) {
+        let begun = self.pos();
+        self.fs
+            .set_attr(ino, Some(perm), owner, None, None)
+            .unwrap_or_else(|e| panic!("set_attr ino {ino} {perm:o} {owner:?}: {e}"));
+        let a = &mut self.m.files.get_mut(&ino).unwrap().attrs;
+        a.perm = perm;
+        if let Some((uid, gid)) = owner {
+            (a.uid, a.gid) = (uid, gid);
+        }
         self.m.file_changed(ino, begun);
     }
 
@@ -520,7 +558,16 @@ pub fn observe(fs: &Fs, path: &str) -> Result<State, String> {
                 .map_err(|e| format!("{path}: xattrs of ino {ino}: {e}"))?
                 .into_iter()
                 .collect();
-            Ok(State::File { data, xattrs })
+            let attrs = Attrs {
+                perm: a.perm,
+                uid: a.uid,
+                gid: a.gid,
+            };
+            Ok(State::File {
+                data,
+                xattrs,
+                attrs,
+            })
         }
         t => Err(format!("{path}: ino {ino} is a {t:?}, never made")),
     }
@@ -536,10 +583,17 @@ pub fn describe(s: &State) -> String {
     match s {
         State::Absent => "absent".into(),
         State::Dir => "a directory".into(),
-        State::File { data, xattrs } => format!(
-            "{} bytes (hash {:016x}), xattrs {:?}",
+        State::File {
+            data,
+            xattrs,
+            attrs,
+        } => format!(
+            "{} bytes (hash {:016x}), mode {:o}, owner {}:{}, xattrs {:?}",
             data.len(),
             fnv(data),
+            attrs.perm,
+            attrs.uid,
+            attrs.gid,
             xattrs
                 .iter()
                 .map(|(k, v)| format!("{}={}B", String::from_utf8_lossy(k), v.len()))
@@ -555,7 +609,7 @@ pub fn first_difference(got: &State, want: &State) -> String {
             match g.iter().zip(w.iter()).position(|(a, b)| a != b) {
                 Some(i) => format!(" (bytes first differ at offset {i})"),
                 None if g.len() != w.len() => " (one is a prefix of the other)".into(),
-                None => " (bytes equal; xattrs differ)".into(),
+                None => " (bytes equal; xattrs, mode or owner differ)".into(),
             }
         }
         _ => String::new(),
