@@ -464,6 +464,7 @@ impl Fs {
             gc: Default::default(),
             failed: None,
             deferred: Vec::new(),
+            given_times: Default::default(),
         })
     }
 

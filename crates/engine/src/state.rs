@@ -22,7 +22,19 @@ pub(crate) struct WriteState {
     pub failed: Option<String>,
     /// Data blocks of the running change, linked but not yet written (see `data.rs`).
     pub deferred: Vec<crate::data::Batch>,
+    /// The modification and change times a caller last gave each inode (a FUSE kernel that
+    /// keeps a regular file's times sends them with its SETATTRs), for the few thousand
+    /// inodes changed last: a flush of kept times older in both than these was overtaken on
+    /// its way (`Fs::set_kept_times`). Times the engine stamped itself are not here.
+    pub given_times: HashMap<u32, GivenTimes>,
 }
+
+/// A modification and a change time a caller gave, as `(seconds, nanoseconds)`.
+pub(crate) type GivenTimes = (Option<(i64, u32)>, Option<(i64, u32)>);
+
+/// How many inodes' given times are kept (a record matters only while a flush sent before
+/// it may still be on its way).
+pub(crate) const GIVEN_TIMES: usize = 4096;
 
 /// Compressed writes since the mount, counted as Linux's sysfs `compr_written_block`,
 /// `compr_saved_block` and `compr_new_inode` count them.

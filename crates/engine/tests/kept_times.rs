@@ -58,3 +58,34 @@ fn older_kept_times_do_not_overwrite_newer_ones() {
     drop(fs);
     assert_fsck_clean(&img);
 }
+
+/// A time the engine stamped itself (a punched hole's) is not what the kernel showed: an
+/// older flush of the times the kernel kept replaces it, while a flush older than a time a
+/// caller gave is still refused. (Stop 48: the guard compared with every stored time, and an
+/// fsx file ended 4 ms newer in the image than `stat` had shown.)
+#[test]
+fn kept_times_replace_the_engines_own_stamps() {
+    let dir = scratch("kept-times-stamps");
+    let img = common::fresh_image(&dir, 64, 0);
+    let fs = Fs::open_rw(&img).unwrap();
+    let f = fs
+        .create_node(fs.root_ino(), b"f", common::node(0o100644))
+        .unwrap();
+    fs.write(f, 0, &[7u8; 16384]).unwrap();
+    let (k1, k2) = ((1_700_000_000, 10), (1_700_000_001, 20));
+    assert!(fs.set_kept_times(f, k1, k1).unwrap());
+    // Punch a hole: the engine stamps its own clock, years after k1 and k2.
+    fs.fallocate(f, 0x3, 4096, 4096).unwrap();
+    assert!(times(&fs, f).0 > k2, "the punch did not stamp the clock");
+    assert!(
+        fs.set_kept_times(f, k2, k2).unwrap(),
+        "the kernel's flush was refused"
+    );
+    assert_eq!(times(&fs, f), (k2, k2));
+    // A flush older than the last one given is still overtaken.
+    assert!(!fs.set_kept_times(f, k1, k1).unwrap());
+    assert_eq!(times(&fs, f), (k2, k2));
+    fs.final_checkpoint().unwrap();
+    drop(fs);
+    assert_fsck_clean(&img);
+}
