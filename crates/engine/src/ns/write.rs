@@ -422,14 +422,14 @@ impl Fs {
     /// Stores the modification and change times a FUSE kernel kept for `ino` (writeback
     /// cache) and now sends on their own, unless both are older than the last ones a caller
     /// gave `ino` (a SETATTR with a change time, or an earlier flush): such a SETATTR was
-    /// overtaken by a newer one. Times the engine stamped itself (a fallocate's) do not count:
-    /// the kernel did not show them, and its flush replaces them (stop 48). The kernel sends a file's kept times from its
-    /// writeback (not under the file's lock) while a truncation or a `touch` of the same file
-    /// may send newer ones; served by two threads, the older could land last and the image
-    /// keep it while `stat` showed the newer (the clean-clone CI run's `posix_judges` saw an
-    /// fsx file's mtime 4.7 ms older after the unmount). A time set back on purpose (`touch
-    /// -d`) comes with a new change time, so it is stored. Returns whether the times were
-    /// stored.
+    /// overtaken by a newer one. The kernel sends a file's kept times from its writeback (not
+    /// under the file's lock) while a truncation or a `touch` of the same file may send newer
+    /// ones; served by two threads, the older could land last and the image keep it while
+    /// `stat` showed the newer (the clean-clone CI run's `posix_judges` saw an fsx file's
+    /// mtime 4.7 ms older after the unmount). A time set back on purpose (`touch -d`) comes
+    /// with a new change time, so it is stored. Times the engine stamped itself (a
+    /// fallocate's) do not count: the kernel did not show them, and its flush replaces them
+    /// (stop 48). Returns whether the times were stored.
     pub fn set_kept_times(&self, ino: u32, mtime: (i64, u32), ctime: (i64, u32)) -> Result<bool> {
         let times = Times {
             atime: None,
@@ -460,8 +460,8 @@ impl Fs {
             // (a fallocate's, say) are not what the kernel showed, and its older flush wins
             // over them as it did before the guard (stop 48: fsx's file then read 4 ms newer
             // from the image than `stat` had shown).
-            let given = ws.given_times.get(&ino).copied();
-            if unless_overtaken && given.is_some_and(|(m, c)| m > t.mtime && c > t.ctime) {
+            let overtaken = |&(m, c): &crate::state::GivenTimes| m > t.mtime && c > t.ctime;
+            if unless_overtaken && ws.given_times.get(&ino).is_some_and(overtaken) {
                 return Ok(false);
             }
             if t.ctime.is_some() {
@@ -474,8 +474,8 @@ impl Fs {
             }
             let now = self.clock();
             let change = |b: &mut Block| attr_bytes(b, perm, owner, now, &t);
-            if let Some(changed) = self.change_inode_in_place(ino, change) {
-                return Ok(changed);
+            if self.change_inode_in_place(ino, change) {
+                return Ok(true);
             }
             let mut e = self.edit(ino)?;
             change(&mut e.block);
@@ -484,28 +484,21 @@ impl Fs {
         })
     }
 
-    /// `change` (true when it changed the block) made in dirty inode `ino`'s block itself
-    /// rather than in a copy of it ([`Nodes::change_in_place`](crate::node::Nodes)), with
-    /// what [`Fs::commit`] does after an edit: the checksum, the node's log, the parsed inode
-    /// let go, the change noted. `None`, nothing done, when it cannot be: the inode is not
-    /// dirty, someone holds its block, or the image keeps quota (whose charge follows an
-    /// owner change in `commit`). In `tar -x` each file's three SETATTRs (times, owner, mode)
+    /// `change` made in dirty inode `ino`'s block itself rather than in a copy of it
+    /// ([`Nodes::change_in_place`](crate::node::Nodes)), with what [`Fs::commit`] does after
+    /// an edit: the checksum, the node's log, the parsed inode let go, the change noted.
+    /// False, nothing done, when it cannot be: the inode is not dirty, someone holds its
+    /// block, or the image keeps quota (whose charge follows an owner change in `commit`). In `tar -x` each file's three SETATTRs (times, owner, mode)
     /// find their inode dirty and alone: each copied its 4 KiB block before (stop 48).
-    fn change_inode_in_place(
-        &self,
-        ino: u32,
-        change: impl FnOnce(&mut Block) -> bool,
-    ) -> Option<bool> {
+    fn change_inode_in_place(&self, ino: u32, change: impl FnOnce(&mut Block)) -> bool {
         let v = self.vol();
         if v.quota.is_some() {
-            return None;
+            return false;
         }
         // The parsed inode shares the block.
         v.forget_inode(ino);
         let changed = v.nodes.change_in_place(ino, |b| {
-            if !change(b) {
-                return None;
-            }
+            change(b);
             fix_checksum(self, b);
             let mode = uf2fs_format::le16(&b[..], 0).unwrap_or(0);
             Some(if FileType::from_mode(mode) == Some(FileType::Directory) {
@@ -513,14 +506,14 @@ impl Fs {
             } else {
                 Log::WarmNode
             })
-        })?;
+        }) == Some(true);
         if changed {
             // After the change too: a reader that parsed the block before it must not keep
             // what it parsed.
             v.forget_inode(ino);
             self.note_change(ino);
         }
-        Some(changed)
+        changed
     }
 
     /// The inode flags as FS_IOC_GETFLAGS reports them (Linux 6.1's f2fs: the gettable
@@ -1448,14 +1441,14 @@ struct Times {
 }
 
 /// The bytes of an attribute change in inode block `b` (`Fs::change_attrs`): the permission
-/// bits, the owner, the change time `now`, and the times of `t`. Always a change (true).
+/// bits, the owner, the change time `now`, and the times of `t`.
 fn attr_bytes(
     b: &mut Block,
     perm: Option<u16>,
     owner: Option<(u32, u32)>,
     now: (u64, u32),
     t: &Times,
-) -> bool {
+) {
     if let Some(p) = perm {
         let mode = uf2fs_format::le16(&b[..], 0).unwrap_or(0);
         put(
@@ -1482,7 +1475,6 @@ fn attr_bytes(
     if let Some((s, ns)) = t.ctime {
         stamp(40, 60, (s as u64, ns));
     }
-    true
 }
 
 /// A partial first or last block of a write ([`Fs::write_plain_blocks`]): merged with what the
